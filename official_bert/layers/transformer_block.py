@@ -1,0 +1,94 @@
+"""One BERT transformer layer: self-attention and feed-forward, each with a post-norm residual."""
+
+import keras
+from keras import ops
+
+from official_bert.layers.activations import get_activation
+from official_bert.layers.attention import SelfAttention
+from official_bert.layers.embeddings import LAYER_NORM_EPSILON
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class TransformerBlock(keras.layers.Layer):
+  """`LayerNorm(x + Attention(x))`, then `LayerNorm(h + FeedForward(h))`, as in BERT.
+
+  Args:
+    hidden_size: width of inputs and outputs.
+    num_heads: attention heads.
+    intermediate_size: width of the feed-forward layer.
+    activation: name of the feed-forward activation (see `get_activation`).
+    dropout_rate: dropout on the attention output and the feed-forward output.
+    attention_dropout_rate: dropout on the attention probabilities.
+    initializer_range: standard deviation of the truncated-normal kernel initializer.
+    **kwargs: passed to `keras.layers.Layer`.
+
+  Call args:
+    inputs: `[batch, seq, hidden_size]`.
+    mask: `[batch, seq]`, 1 for real tokens and 0 for padding.
+
+  Returns:
+    `[batch, seq, hidden_size]`.
+
+  Example:
+
+  >>> block = TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16)
+  >>> tuple(block(ops.ones((2, 5, 8)), ops.ones((2, 5))).shape)
+  (2, 5, 8)
+  """
+
+  def __init__(self, hidden_size, num_heads, intermediate_size, activation="gelu",
+               dropout_rate=0.0, attention_dropout_rate=0.0, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_heads = num_heads
+    self.intermediate_size = intermediate_size
+    self.activation = activation
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.initializer_range = initializer_range
+    initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+    policy = self.dtype_policy
+    self.attention = SelfAttention(hidden_size, num_heads, attention_dropout_rate,
+                                   initializer_range, dtype=policy, name="attention")
+    self.attention_dropout = keras.layers.Dropout(dropout_rate, dtype=policy,
+                                                  name="attention_dropout")
+    # Layer norms in float32 keep mixed-precision training stable.
+    self.attention_layer_norm = keras.layers.LayerNormalization(
+        epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_layer_norm")
+    self.intermediate = keras.layers.Dense(
+        intermediate_size, activation=get_activation(activation), kernel_initializer=initializer,
+        dtype=policy, name="intermediate")
+    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer,
+                                           dtype=policy, name="output_dense")
+    self.output_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="output_dropout")
+    self.output_layer_norm = keras.layers.LayerNormalization(
+        epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_layer_norm")
+
+  def build(self, inputs_shape, mask_shape=None):
+    inputs_shape = tuple(inputs_shape)
+    self.attention.build(inputs_shape)
+    self.attention_layer_norm.build(inputs_shape)
+    self.intermediate.build(inputs_shape)
+    self.output_dense.build(inputs_shape[:-1] + (self.intermediate_size,))
+    self.output_layer_norm.build(inputs_shape)
+
+  def call(self, inputs, mask, training=None):
+    inputs = ops.cast(inputs, self.compute_dtype)
+    attended = self.attention_dropout(self.attention(inputs, mask, training=training),
+                                      training=training)
+    hidden = ops.cast(self.attention_layer_norm(inputs + attended), self.compute_dtype)
+    transformed = self.output_dropout(self.output_dense(self.intermediate(hidden)),
+                                      training=training)
+    return ops.cast(self.output_layer_norm(hidden + transformed), self.compute_dtype)
+
+  def compute_output_shape(self, inputs_shape, mask_shape=None):
+    return inputs_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                  intermediate_size=self.intermediate_size, activation=self.activation,
+                  dropout_rate=self.dropout_rate,
+                  attention_dropout_rate=self.attention_dropout_rate,
+                  initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,63 @@
+"""`BertClassifier`: sentence(-pair) classification or regression on the pooled `[CLS]` vector."""
+
+import keras
+
+from official_bert.layers.classification_head import ClassificationHead
+from official_bert.models._base import resolve_encoder, task_config
+from official_bert.networks.bert_encoder import encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertClassifier(keras.Model):
+  """BERT with one dense layer on the pooled output, as in the paper's GLUE experiments.
+
+  Args:
+    config: a `BertConfig` (or its dict).
+    num_classes: number of classes; 1 makes it a regression model (STS-B).
+    dropout_rate: dropout on the pooled output; `config.hidden_dropout_prob` by default.
+    encoder: optional `BertEncoder` built from `config` to reuse.
+    dtype: optional dtype policy for the head and a newly built encoder.
+    **kwargs: passed to `keras.Model`.
+
+  Inputs: the encoder's dict. Outputs: a dict with float32 `logits` `[batch, num_classes]`.
+
+  Example:
+
+  >>> import numpy as np
+  >>> from official_bert import BertClassifier, BertConfig
+  >>> config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+  ...                     num_attention_heads=2, intermediate_size=32)
+  >>> model = BertClassifier(config, num_classes=3)
+  >>> ids = np.array([[2, 4, 3, 0]], "int32")
+  >>> logits = model({"input_word_ids": ids, "input_mask": np.sign(ids),
+  ...                 "input_type_ids": np.zeros_like(ids)})["logits"]
+  >>> tuple(logits.shape)
+  (1, 3)
+  """
+
+  def __init__(self, config, num_classes, dropout_rate=None, encoder=None, dtype=None, **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype)
+    if dropout_rate is None:
+      dropout_rate = config.hidden_dropout_prob
+
+    # === Layers ===
+    self.encoder = encoder
+    self.classifier = ClassificationHead(num_classes, dropout_rate, config.initializer_range,
+                                         dtype=dtype, name="classifier")
+
+    # === Functional Model ===
+    inputs = encoder_inputs()
+    logits = self.classifier(encoder(inputs)["pooled_output"])
+    super().__init__(inputs=inputs, outputs={"logits": logits}, dtype=dtype, **kwargs)
+
+    # === Config ===
+    self.config = config
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+
+  def get_config(self):
+    return task_config(self, num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)

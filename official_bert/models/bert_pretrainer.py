@@ -1,0 +1,74 @@
+"""`BertPretrainer`: the encoder with the masked-LM and next-sentence heads of pre-training."""
+
+import keras
+
+from official_bert.layers.classification_head import ClassificationHead
+from official_bert.layers.masked_lm import MaskedLMHead
+from official_bert.models._base import resolve_encoder, task_config
+from official_bert.networks.bert_encoder import INPUT_NAMES, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertPretrainer(keras.Model):
+  """BERT with its two pre-training heads; the MLM output projection shares the word embeddings.
+
+  Args:
+    config: a `BertConfig` (or its dict).
+    encoder: optional `BertEncoder` built from `config` to reuse (and train).
+    dtype: optional dtype policy for the heads and a newly built encoder.
+    **kwargs: passed to `keras.Model`.
+
+  Inputs: the encoder's dict (`input_word_ids`, `input_mask`, `input_type_ids`) plus
+  `masked_lm_positions`, int32 `[batch, predictions]`.
+
+  Outputs: a dict with `mlm_logits` `[batch, predictions, vocab]` and `next_sentence_logits`
+  `[batch, 2]` (class 1 = B is a random sentence, as in the original data), both float32.
+  `official_bert.models.losses.pretraining_losses` turns them into the original losses.
+
+  Example:
+
+  >>> import numpy as np
+  >>> from official_bert import BertConfig, BertPretrainer
+  >>> config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+  ...                     num_attention_heads=2, intermediate_size=32)
+  >>> model = BertPretrainer(config)
+  >>> ids = np.array([[2, 4, 1, 3, 0]], "int32")
+  >>> outputs = model({"input_word_ids": ids, "input_mask": np.sign(ids),
+  ...                  "input_type_ids": np.zeros_like(ids),
+  ...                  "masked_lm_positions": np.array([[2]], "int32")})
+  >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["next_sentence_logits"].shape)
+  ((1, 1, 50), (1, 2))
+  """
+
+  def __init__(self, config, encoder=None, dtype=None, **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype)
+
+    # === Layers ===
+    self.encoder = encoder
+    self.masked_lm = MaskedLMHead(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+        activation=config.hidden_act, initializer_range=config.initializer_range,
+        embedding=encoder.word_embeddings, dtype=dtype, name="masked_lm")
+    self.next_sentence = ClassificationHead(
+        2, initializer_range=config.initializer_range, dtype=dtype, name="next_sentence")
+
+    # === Functional Model ===
+    inputs = encoder_inputs()
+    inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32",
+                                                name="masked_lm_positions")
+    encoded = encoder({name: inputs[name] for name in INPUT_NAMES})
+    outputs = {
+        "mlm_logits": self.masked_lm(encoded["sequence_output"], inputs["masked_lm_positions"]),
+        "next_sentence_logits": self.next_sentence(encoded["pooled_output"]),
+    }
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+    # === Config ===
+    self.config = config
+
+  def get_config(self):
+    return task_config(self)
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)

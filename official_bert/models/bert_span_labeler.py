@@ -1,0 +1,59 @@
+"""`BertSpanLabeler`: start and end logits over the sequence, for extractive question answering."""
+
+import keras
+
+from official_bert.layers.classification_head import SpanHead
+from official_bert.models._base import resolve_encoder, task_config
+from official_bert.networks.bert_encoder import encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertSpanLabeler(keras.Model):
+  """BERT with a two-unit dense layer on every position: answer start and end scores (SQuAD).
+
+  Args:
+    config: a `BertConfig` (or its dict).
+    encoder: optional `BertEncoder` built from `config` to reuse.
+    dtype: optional dtype policy for the head and a newly built encoder.
+    **kwargs: passed to `keras.Model`.
+
+  Inputs: the encoder's dict. Outputs: a dict with float32 `start_logits` and `end_logits`,
+  each `[batch, seq]`.
+
+  Example:
+
+  >>> import numpy as np
+  >>> from official_bert import BertConfig, BertSpanLabeler
+  >>> config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+  ...                     num_attention_heads=2, intermediate_size=32)
+  >>> model = BertSpanLabeler(config)
+  >>> ids = np.array([[2, 4, 3, 5, 3]], "int32")
+  >>> outputs = model({"input_word_ids": ids, "input_mask": np.sign(ids),
+  ...                  "input_type_ids": np.array([[0, 0, 0, 1, 1]], "int32")})
+  >>> tuple(outputs["start_logits"].shape)
+  (1, 5)
+  """
+
+  def __init__(self, config, encoder=None, dtype=None, **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype)
+
+    # === Layers ===
+    self.encoder = encoder
+    self.span_head = SpanHead(config.initializer_range, dtype=dtype, name="span_head")
+
+    # === Functional Model ===
+    inputs = encoder_inputs()
+    start_logits, end_logits = self.span_head(encoder(inputs)["sequence_output"])
+    super().__init__(inputs=inputs,
+                     outputs={"start_logits": start_logits, "end_logits": end_logits},
+                     dtype=dtype, **kwargs)
+
+    # === Config ===
+    self.config = config
+
+  def get_config(self):
+    return task_config(self)
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)
