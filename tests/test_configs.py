@@ -1,0 +1,68 @@
+"""`BertConfig`: JSON round trip, tolerance of real files' extra keys, clear errors, presets."""
+
+import json
+
+import pytest
+
+from conftest import shared_data
+from official_bert import PRESETS, BertConfig, get_preset
+
+
+def test_json_round_trip(tmp_path):
+  config = BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
+                      intermediate_size=96, hidden_act="gelu_new", hidden_dropout_prob=0.0)
+  path = tmp_path / "bert_config.json"
+  config.to_json_file(path)
+  assert BertConfig.from_json_file(path) == config
+  assert json.loads(path.read_text())["hidden_act"] == "gelu_new"
+  assert [p.name for p in tmp_path.iterdir()] == ["bert_config.json"]
+
+
+def test_extra_keys_of_real_files_are_ignored(tmp_path):
+  values = dict(get_preset("bert_mini").to_dict(), directionality="bidi", pooler_fc_size=768,
+                pooler_num_attention_heads=12, pooler_type="first_token_transform",
+                layer_norm_eps=1e-12, model_type="bert", architectures=["BertModel"])
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps(values))
+  assert BertConfig.from_json_file(path) == get_preset("bert_mini")
+
+
+def test_google_bert_mini_config_loads():
+  config = BertConfig.from_json_file(
+      shared_data("checkpoints/google_bert_mini_index_only/bert_config.json"))
+  assert config == get_preset("bert_mini")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"hidden_size": 32}, "required field 'vocab_size' is missing"),
+    ({"vocab_size": 10, "hidden_size": 30, "num_attention_heads": 4},
+     r"hidden_size \(30\) must be a multiple of num_attention_heads \(4\)"),
+    ({"vocab_size": "30522"}, "vocab_size must be a positive integer"),
+    ({"vocab_size": 10, "num_hidden_layers": 0}, "num_hidden_layers must be a positive integer"),
+    ({"vocab_size": 10, "hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be below 1"),
+    ({"vocab_size": 10, "initializer_range": -1}, "initializer_range must be a non-negative"),
+])
+def test_invalid_fields_are_named_with_the_file(tmp_path, values, message):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(values))
+  with pytest.raises(ValueError, match=message) as error:
+    BertConfig.from_json_file(path)
+  assert str(path) in str(error.value)
+
+
+def test_malformed_json_names_file_and_line(tmp_path):
+  path = tmp_path / "bert_config.json"
+  path.write_text('{\n  "vocab_size": 10,\n  "hidden_size": \n}')
+  with pytest.raises(ValueError, match=r"bert_config.json: not valid JSON at line 4"):
+    BertConfig.from_json_file(path)
+
+
+def test_presets_cover_base_large_and_the_24_small_berts():
+  small = [name for name in PRESETS if name.startswith("bert_L")]
+  assert len(small) == 24
+  assert get_preset("bert_base") == get_preset("bert_L12_H768")
+  assert get_preset("bert_large").hidden_size == 1024
+  assert get_preset("bert_L4_H512").num_attention_heads == 8
+  assert get_preset("bert_tiny").intermediate_size == 512
+  with pytest.raises(ValueError, match="Unknown BERT preset 'bert_huge'"):
+    get_preset("bert_huge")
