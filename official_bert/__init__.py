@@ -8,6 +8,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 # pylint: disable=wrong-import-position
 
+from official_bert.checkpoints import (export_pretrained_dir, load_encoder, load_pretrainer,
+                                       restore_encoder_weights)
 from official_bert.configs import PRESETS, BertConfig, get_preset
 from official_bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
                                   BertSpanLabeler, BertTokenClassifier)

@@ -1,0 +1,290 @@
+"""Converted checkpoint folders: write one from a model or a checkpoint, load models back from it.
+
+A converted folder (what `convert_checkpoint.py` and the end of pre-training write, and what every
+training script's `--init_checkpoint` accepts) holds:
+
+    bert_config.json        the original config fields (written last)
+    vocab.txt               the WordPiece vocabulary, when the source came with one
+    encoder.weights.h5      Keras weights of the `BertEncoder` (format "keras")
+    pretrainer.weights.h5   Keras weights of the whole `BertPretrainer`, encoder included; only when
+                            the source has the masked-LM and next-sentence heads (format "keras")
+    bert_model.ckpt.index   the same weights as an original TF1 BERT checkpoint, readable by the
+    bert_model.ckpt.data-00000-of-00001    original google-research/bert code (format "tf1")
+
+Fine-tuning output folders add files of their own beside these; the loaders here read only the
+files above. Where a folder holds both formats, the Keras files are read.
+"""
+
+import dataclasses
+import os
+import shutil
+import tempfile
+
+from absl import logging
+
+from official_bert.checkpoints import huggingface, tf1
+from official_bert.configs import BertConfig
+from official_bert.models.bert_pretrainer import BertPretrainer
+from official_bert.networks.bert_encoder import BertEncoder
+
+CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+ENCODER_WEIGHTS = "encoder.weights.h5"
+PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
+KERAS, TF1, HF = "keras", "tf1", "hf"
+OUTPUT_FORMATS = (KERAS, TF1)
+INPUT_FORMATS = (TF1, HF)
+# Fields that do not change the function a checkpoint computes once loaded.
+_TRAINING_ONLY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+
+
+def _locate(path):
+  """Returns `(kind, location, config_file)`: kind `keras`, `tf1` or `hf`."""
+  path = os.fspath(path)
+  if os.path.isdir(path) and os.path.exists(os.path.join(path, ENCODER_WEIGHTS)):
+    return KERAS, path, os.path.join(path, CONFIG_NAME)
+  prefix = tf1.resolve_tf1_prefix(path)
+  if prefix is not None:
+    return TF1, prefix, os.path.join(os.path.dirname(prefix), CONFIG_NAME)
+  hf_files = huggingface.find_hf_checkpoint(path)
+  if hf_files is not None:
+    return HF, hf_files[1], hf_files[0]
+  raise FileNotFoundError(
+      f"No BERT checkpoint at {path}: expected a converted folder (with {ENCODER_WEIGHTS}), a TF1 "
+      f"checkpoint prefix or folder (with {tf1.CHECKPOINT_NAME}.index), or a Hugging Face folder "
+      f"({huggingface.CONFIG_NAME} + {huggingface.SAFETENSORS_NAME}).")
+
+
+def _read_config(kind, config_file):
+  if kind == HF:
+    return huggingface.read_hf_config(config_file)
+  return BertConfig.from_json_file(config_file)
+
+
+def _resolve_config(config, kind, config_file, path):
+  if isinstance(config, BertConfig):
+    return config
+  if isinstance(config, dict):
+    return BertConfig.from_dict(config)
+  if config is not None:
+    return BertConfig.from_json_file(config)
+  if not os.path.exists(config_file):
+    raise FileNotFoundError(f"{config_file} is missing, so the shape of the checkpoint at {path} "
+                            "is unknown: pass config= (a BertConfig or the path of its json).")
+  return _read_config(kind, config_file)
+
+
+def _check_same_architecture(expected, found, source):
+  differences = [f"{field.name}: {getattr(found, field.name)!r} in {source}, "
+                 f"{getattr(expected, field.name)!r} in the model"
+                 for field in dataclasses.fields(BertConfig)
+                 if field.name not in _TRAINING_ONLY_FIELDS
+                 and getattr(found, field.name) != getattr(expected, field.name)]
+  if differences:
+    raise ValueError(f"{source} describes another network than the model's config: "
+                     + "; ".join(differences) + ".")
+
+
+def _restore(model, kind, location):
+  """Loads weights of the given kind; `model` is a `BertEncoder` or a `BertPretrainer`."""
+  if kind == KERAS:
+    name = PRETRAINER_WEIGHTS if isinstance(model, BertPretrainer) else ENCODER_WEIGHTS
+    weights_file = os.path.join(location, name)
+    if not os.path.exists(weights_file):
+      raise FileNotFoundError(f"{location} has no {name}: it was converted from a checkpoint "
+                              "without the pre-training heads; use load_encoder.")
+    model.load_weights(weights_file)
+    logging.info("Loaded %s.", weights_file)
+  elif kind == TF1:
+    tf1.load_tf1_checkpoint(model, location)
+  else:
+    huggingface.load_hf_checkpoint(model, location)
+
+
+def load_encoder(path, config=None, dtype=None):
+  """Builds a `BertEncoder` and loads its weights from a checkpoint.
+
+  Args:
+    path: a converted folder (see the module docstring), an original TF1 checkpoint prefix or a
+      folder holding `bert_model.ckpt.*` (the `cls/` heads are ignored), or a Hugging Face folder.
+    config: optional `BertConfig`, dict or json path; by default the `bert_config.json` (or
+      Hugging Face `config.json`) beside the weights.
+    dtype: optional dtype policy of the encoder, e.g. `"mixed_bfloat16"`.
+
+  Returns:
+    The built `BertEncoder` with the checkpoint's weights.
+
+  Example:
+
+  >>> import official_bert
+  >>> encoder = official_bert.load_encoder("uncased_L-4_H-256_A-4/")  # doctest: +SKIP
+  >>> outputs = encoder({"input_word_ids": ids, "input_mask": mask,
+  ...                    "input_type_ids": types})  # doctest: +SKIP
+  """
+  kind, location, config_file = _locate(path)
+  encoder = BertEncoder(_resolve_config(config, kind, config_file, path), dtype=dtype)
+  _restore(encoder, kind, location)
+  return encoder
+
+
+def load_pretrainer(path, config=None, dtype=None):
+  """Builds a `BertPretrainer` and loads the encoder and both pre-training heads.
+
+  Args:
+    path: a converted folder with `pretrainer.weights.h5`, or a TF1 or Hugging Face checkpoint
+      that holds the `cls/` (`cls.`) heads.
+    config: optional `BertConfig`, dict or json path (default: the file beside the weights).
+    dtype: optional dtype policy.
+
+  Returns:
+    The built `BertPretrainer`.
+  """
+  kind, location, config_file = _locate(path)
+  pretrainer = BertPretrainer(_resolve_config(config, kind, config_file, path), dtype=dtype)
+  _restore(pretrainer, kind, location)
+  return pretrainer
+
+
+def restore_encoder_weights(encoder, path):
+  """Loads checkpoint weights into an existing encoder: the `--init_checkpoint` of training.
+
+  Args:
+    encoder: a `BertEncoder`, or a task model (`BertClassifier`, ...) whose `.encoder` is one.
+    path: anything `load_encoder` accepts. A config file beside the weights must describe the
+      same architecture (dropout rates may differ).
+  """
+  if not isinstance(encoder, BertEncoder):
+    encoder = encoder.encoder
+  kind, location, config_file = _locate(path)
+  if os.path.exists(config_file):
+    _check_same_architecture(encoder.config, _read_config(kind, config_file), config_file)
+  _restore(encoder, kind, location)
+
+
+def _replace_into(staging, name, output_dir):
+  os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+
+
+def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
+  """Writes a converted folder from a model (see the module docstring for the layout).
+
+  Each file is written under a temporary name and moved into place, `bert_config.json` last.
+  Keras weight files of an earlier export that this call does not rewrite are removed, since the
+  loaders would read them first; TF1 files are left in place (they may be the source of an
+  in-place conversion) with a warning.
+
+  Args:
+    model: a `BertEncoder`, a `BertPretrainer` (then the heads are written too) or a task model
+      (then only its `.encoder` is written).
+    output_dir: the folder; created if needed.
+    vocab_file: optional `vocab.txt` to copy in.
+    formats: any of `"keras"` and `"tf1"`.
+
+  Returns:
+    `output_dir`.
+  """
+  unknown = set(formats) - set(OUTPUT_FORMATS)
+  if unknown or not formats:
+    raise ValueError(f"formats must be chosen from {OUTPUT_FORMATS}, got {formats!r}.")
+  pretrainer = model if isinstance(model, BertPretrainer) else None
+  encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
+  if not isinstance(encoder, BertEncoder):
+    raise TypeError(f"Expected a BertEncoder, a BertPretrainer or a task model with an `.encoder`, "
+                    f"got {type(model).__name__}.")
+  os.makedirs(output_dir, exist_ok=True)
+  written = set()
+  staging = tempfile.mkdtemp(prefix=".tmp-export-", dir=output_dir)
+  try:
+    if KERAS in formats:
+      for name, part in ((ENCODER_WEIGHTS, encoder), (PRETRAINER_WEIGHTS, pretrainer)):
+        if part is not None:
+          part.save_weights(os.path.join(staging, name))
+          _replace_into(staging, name, output_dir)
+          written.add(name)
+    if vocab_file is not None:
+      shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_NAME))
+      _replace_into(staging, VOCAB_NAME, output_dir)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  if TF1 in formats:
+    tf1.save_tf1_checkpoint(model, os.path.join(output_dir, tf1.CHECKPOINT_NAME))
+    written.add(tf1.CHECKPOINT_NAME)
+  for name in (ENCODER_WEIGHTS, PRETRAINER_WEIGHTS):
+    if name not in written and os.path.exists(os.path.join(output_dir, name)):
+      os.remove(os.path.join(output_dir, name))
+      logging.info("Removed %s of an earlier checkpoint from %s.", name, output_dir)
+  if TF1 not in formats and tf1.resolve_tf1_prefix(output_dir) is not None:
+    logging.warning("%s still holds the TF1 checkpoint %s, which this export did not rewrite.",
+                    output_dir, tf1.resolve_tf1_prefix(output_dir))
+  encoder.config.to_json_file(os.path.join(output_dir, CONFIG_NAME))
+  logging.info("Wrote %s (%s) to %s.", type(model).__name__, " + ".join(formats), output_dir)
+  return output_dir
+
+
+def export_pretrained_dir(pretrainer_or_encoder, config, output_dir, vocab_file=None, tf1=False):
+  """Writes the converted folder of a trained model: the end of pre-training.
+
+  Args:
+    pretrainer_or_encoder: a `BertPretrainer` (encoder and heads are written) or a `BertEncoder`.
+    config: the model's `BertConfig` (or dict); checked against the model's own.
+    output_dir: the folder to write.
+    vocab_file: optional `vocab.txt` to copy in.
+    tf1: also write `bert_model.ckpt.*`, for the original google-research/bert code.
+
+  Returns:
+    `output_dir`.
+  """
+  config = BertConfig.from_dict(config) if isinstance(config, dict) else config
+  _check_same_architecture(pretrainer_or_encoder.config, config,
+                           "the config passed to export_pretrained_dir")
+  formats = (KERAS, TF1) if tf1 else (KERAS,)
+  return write_dir(pretrainer_or_encoder, output_dir, vocab_file=vocab_file, formats=formats)
+
+
+def convert(input_format, input_path, output_dir, output_format=KERAS, config_file=None):
+  """Converts an original TF1 or a Hugging Face BERT checkpoint into a converted folder.
+
+  The pre-training heads come along when the source has them (`pretrainer.weights.h5`).
+
+  Args:
+    input_format: `"tf1"` (a `bert_model.ckpt` prefix or its folder) or `"hf"` (a folder with
+      `config.json` and `model.safetensors` / `pytorch_model.bin`).
+    input_path: the checkpoint.
+    output_dir: the folder to write.
+    output_format: `"keras"` or `"tf1"`.
+    config_file: optional `bert_config.json` when none lies beside a TF1 checkpoint.
+
+  Returns:
+    `output_dir`.
+
+  Example:
+
+  >>> convert("tf1", "uncased_L-4_H-256_A-4/bert_model.ckpt", "bert_mini")  # doctest: +SKIP
+  'bert_mini'
+  """
+  if input_format not in INPUT_FORMATS:
+    raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}.")
+  if output_format not in OUTPUT_FORMATS:
+    raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}.")
+  input_path = os.fspath(input_path)
+  if input_format == TF1:
+    location = tf1.require_tf1_prefix(input_path)
+    beside = os.path.join(os.path.dirname(location), CONFIG_NAME)
+    config = _resolve_config(config_file, TF1, beside, input_path)
+    weights = tf1.read_tf1_checkpoint(location)
+  else:
+    beside, location = huggingface.require_hf_checkpoint(input_path)
+    config = _resolve_config(config_file, HF, beside, input_path)
+    weights = huggingface.hf_to_original(huggingface.read_hf_weights(location), source=location)
+  heads = tf1.has_pretraining_heads(weights)
+  model = BertPretrainer(config) if heads else BertEncoder(config)
+  tf1.set_original_weights(model, weights, source=location)
+  vocab_file = os.path.join(os.path.dirname(beside), VOCAB_NAME)
+  if not os.path.exists(vocab_file):
+    logging.warning("No %s beside %s; the output folder has none.", VOCAB_NAME, location)
+    vocab_file = None
+  write_dir(model, output_dir, vocab_file=vocab_file, formats=(output_format,))
+  logging.info("Converted %s (%s, %d layers, hidden %d%s) to %s.", location, input_format,
+               config.num_hidden_layers, config.hidden_size,
+               ", with pre-training heads" if heads else "", output_dir)
+  return output_dir

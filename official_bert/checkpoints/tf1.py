@@ -1,0 +1,328 @@
+"""The original BERT checkpoint format: TF1 `bert_model.ckpt` with Google's variable names.
+
+Every released BERT (Base, Large, the small BERTs, multilingual, Chinese) and every checkpoint that
+the original `run_pretraining.py` / `run_classifier.py` wrote is a TF1 name-based checkpoint:
+`bert_model.ckpt.index` plus `bert_model.ckpt.data-00000-of-00001`, with variables such as
+`bert/encoder/layer_3/attention/self/query/kernel`. This module maps those names onto the layers of
+a `BertEncoder` / `BertPretrainer`, reads them into a model and writes a model back under the same
+names, shapes and dtypes, so the original code can read what this package trains.
+
+The model keeps the query, key and value projections of each layer in one fused `qkv` Dense layer;
+the three original variables are its column blocks in that order. The next-sentence head's kernel is
+stored transposed (`cls/seq_relationship/output_weights` is `[2, hidden]`). The masked-LM output
+projection is the word-embedding table, so it has no variable of its own.
+"""
+
+import dataclasses
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from official_bert.models.bert_pretrainer import BertPretrainer
+from official_bert.networks.bert_encoder import BertEncoder
+
+CHECKPOINT_NAME = "bert_model.ckpt"
+ENCODER_SCOPE = "bert/"
+# Optimizer slots and counters that training writes beside the weights. They are not part of the
+# model and are skipped on reading (and counted in the log).
+_BOOKKEEPING_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum", "/LAMB", "/LAMB_1",
+                         "/ExponentialMovingAverage")
+_BOOKKEEPING_NAMES = frozenset({"global_step", "beta1_power", "beta2_power", "good_steps",
+                                "current_loss_scale", "_CHECKPOINTABLE_OBJECT_GRAPH"})
+_LISTED = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+  """One model variable and the original variable(s) it holds.
+
+  Several names mean the variable is their concatenation along the last axis (the fused `qkv`
+  projection); `transposed` means each original variable is stored as the transpose.
+  """
+
+  variable: keras.Variable
+  names: tuple
+  transposed: bool = False
+
+  def original_shapes(self):
+    shape = tuple(self.variable.shape)
+    part = shape[:-1] + (shape[-1] // len(self.names),)
+    return {name: part[::-1] if self.transposed else part for name in self.names}
+
+  def original_values(self):
+    parts = np.split(keras.ops.convert_to_numpy(self.variable), len(self.names), axis=-1)
+    return {name: np.ascontiguousarray(part.T if self.transposed else part)
+            for name, part in zip(self.names, parts)}
+
+  def assign(self, weights):
+    parts = [weights[name].T if self.transposed else weights[name] for name in self.names]
+    value = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+    self.variable.assign(np.asarray(value, dtype=self.variable.dtype))
+
+
+def _dense(layer, scope):
+  return [_Entry(layer.kernel, (f"{scope}/kernel",)), _Entry(layer.bias, (f"{scope}/bias",))]
+
+
+def _layer_norm(layer, scope):
+  return [_Entry(layer.gamma, (f"{scope}/gamma",)), _Entry(layer.beta, (f"{scope}/beta",))]
+
+
+def _encoder_entries(encoder):
+  embeddings = encoder.embeddings
+  entries = [
+      _Entry(embeddings.word_embeddings.embeddings, ("bert/embeddings/word_embeddings",)),
+      _Entry(embeddings.position_embeddings.embeddings, ("bert/embeddings/position_embeddings",)),
+      _Entry(embeddings.token_type_embeddings.embeddings,
+             ("bert/embeddings/token_type_embeddings",)),
+      *_layer_norm(embeddings.layer_norm, "bert/embeddings/LayerNorm"),
+  ]
+  for index, block in enumerate(encoder.transformer_layers):
+    scope = f"bert/encoder/layer_{index}"
+    projections = [f"{scope}/attention/self/{part}" for part in ("query", "key", "value")]
+    entries += [
+        _Entry(block.attention.qkv.kernel, tuple(f"{name}/kernel" for name in projections)),
+        _Entry(block.attention.qkv.bias, tuple(f"{name}/bias" for name in projections)),
+        *_dense(block.attention.output_dense, f"{scope}/attention/output/dense"),
+        *_layer_norm(block.attention_layer_norm, f"{scope}/attention/output/LayerNorm"),
+        *_dense(block.intermediate, f"{scope}/intermediate/dense"),
+        *_dense(block.output_dense, f"{scope}/output/dense"),
+        *_layer_norm(block.output_layer_norm, f"{scope}/output/LayerNorm"),
+    ]
+  return entries + _dense(encoder.pooler, "bert/pooler/dense")
+
+
+def _head_entries(pretrainer):
+  masked_lm = pretrainer.masked_lm
+  if masked_lm.embedding is not pretrainer.encoder.word_embeddings:
+    raise ValueError("The masked-LM head's output projection is not tied to the encoder's word "
+                     "embeddings; the original checkpoint format has no variable for it.")
+  return [
+      *_dense(masked_lm.transform, "cls/predictions/transform/dense"),
+      *_layer_norm(masked_lm.layer_norm, "cls/predictions/transform/LayerNorm"),
+      _Entry(masked_lm.output_bias, ("cls/predictions/output_bias",)),
+      _Entry(pretrainer.next_sentence.dense.kernel, ("cls/seq_relationship/output_weights",),
+             transposed=True),
+      _Entry(pretrainer.next_sentence.dense.bias, ("cls/seq_relationship/output_bias",)),
+  ]
+
+
+def _entries(model):
+  """Returns `(entries, scope)`: the model's variables and the names it claims (`None`: all)."""
+  if isinstance(model, BertPretrainer):
+    return _encoder_entries(model.encoder) + _head_entries(model), None
+  if isinstance(model, BertEncoder):
+    return _encoder_entries(model), ENCODER_SCOPE
+  if isinstance(getattr(model, "encoder", None), BertEncoder):
+    return _encoder_entries(model.encoder), ENCODER_SCOPE
+  raise TypeError(f"Expected a BertEncoder, a BertPretrainer or a task model with an `.encoder`, "
+                  f"got {type(model).__name__}.")
+
+
+def is_bookkeeping(name):
+  """True for optimizer slots and step counters (`.../adam_m`, `global_step`, ...)."""
+  return name in _BOOKKEEPING_NAMES or name.endswith(_BOOKKEEPING_SUFFIXES)
+
+
+def has_pretraining_heads(names):
+  """True when checkpoint variable names include the masked-LM or next-sentence head."""
+  return any(name.startswith(("cls/predictions/", "cls/seq_relationship/")) for name in names)
+
+
+def original_variable_shapes(model):
+  """Returns `{original name: shape}` for every checkpoint variable the model holds.
+
+  Args:
+    model: a `BertEncoder` (the `bert/...` variables), a `BertPretrainer` (plus `cls/...`), or a
+      task model with an `.encoder` (its encoder's variables).
+  """
+  entries, _ = _entries(model)
+  return {name: shape for entry in entries for name, shape in entry.original_shapes().items()}
+
+
+def get_original_weights(model):
+  """Returns `{original name: numpy array}`: the model's weights under the original names."""
+  entries, _ = _entries(model)
+  return {name: value for entry in entries for name, value in entry.original_values().items()}
+
+
+def _listing(names):
+  shown = ", ".join(names[:_LISTED])
+  return shown + (f", ... and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
+
+
+def check_compatible(model, shapes, source="the checkpoint"):
+  """Checks that checkpoint variables fit the model one to one, or raises naming each misfit.
+
+  Optimizer slots and `global_step` are ignored. A `BertEncoder` claims only the `bert/` scope,
+  so the heads of a pre-training (or fine-tuning) checkpoint are ignored when loading an encoder.
+
+  Args:
+    model: see `original_variable_shapes`.
+    shapes: `{name: shape}` of the checkpoint's variables.
+    source: what to call the checkpoint in the error message.
+
+  Returns:
+    The sorted names that were ignored (outside the scope the model claims).
+
+  Raises:
+    ValueError: listing the missing variables, the unexpected ones and the shape mismatches.
+  """
+  entries, scope = _entries(model)
+  expected = {name: tuple(shape) for entry in entries
+              for name, shape in entry.original_shapes().items()}
+  found, ignored = {}, []
+  for name, shape in shapes.items():
+    if is_bookkeeping(name):
+      continue
+    if scope is not None and not name.startswith(scope):
+      ignored.append(name)
+    else:
+      found[name] = tuple(shape)
+  missing = sorted(set(expected) - set(found))
+  unexpected = sorted(set(found) - set(expected))
+  mismatched = [f"{name}: checkpoint {list(found[name])} vs model {list(expected[name])}"
+                for name in sorted(set(found) & set(expected)) if found[name] != expected[name]]
+  if missing or unexpected or mismatched:
+    problems = [f"  missing ({len(missing)}): {_listing(missing)}" if missing else "",
+                f"  unexpected ({len(unexpected)}): {_listing(unexpected)}" if unexpected else "",
+                f"  shape mismatch ({len(mismatched)}): {_listing(mismatched)}"
+                if mismatched else ""]
+    config = getattr(model, "config", None)
+    raise ValueError(
+        f"{source} does not fit the {type(model).__name__} built from {config}:\n"
+        + "\n".join(problem for problem in problems if problem)
+        + "\nCheck that the bert_config.json belongs to this checkpoint, and load an encoder "
+          "(not a pre-trainer) from a checkpoint without the cls/ heads.")
+  return sorted(ignored)
+
+
+def set_original_weights(model, weights, source="the checkpoint"):
+  """Assigns `{original name: array}` to the model after `check_compatible` accepts them.
+
+  Args:
+    model: see `original_variable_shapes`.
+    weights: `{original name: numpy array}`; optimizer slots and names outside the model's scope
+      are ignored.
+    source: what to call the weights in messages.
+  """
+  ignored = check_compatible(model, {name: np.shape(value) for name, value in weights.items()},
+                             source)
+  entries, _ = _entries(model)
+  for entry in entries:
+    entry.assign(weights)
+  if ignored:
+    logging.info("Ignored %d variables of %s outside the encoder: %s", len(ignored), source,
+                 _listing(ignored))
+  logging.info("Loaded %d variables from %s into the %s.",
+               sum(len(entry.names) for entry in entries), source, type(model).__name__)
+
+
+def resolve_tf1_prefix(path):
+  """Returns the checkpoint prefix that `path` names, or None when it names no TF1 checkpoint.
+
+  Args:
+    path: a prefix (`.../bert_model.ckpt`, `.../model.ckpt-1000`), or a directory holding
+      `bert_model.ckpt.index` or a `checkpoint` state file (the newest checkpoint is taken).
+  """
+  path = os.fspath(path)
+  if os.path.isdir(path):
+    if os.path.exists(os.path.join(path, CHECKPOINT_NAME + ".index")):
+      return os.path.join(path, CHECKPOINT_NAME)
+    return tf.train.latest_checkpoint(path)
+  return path if os.path.exists(path + ".index") else None
+
+
+def require_tf1_prefix(path):
+  """Like `resolve_tf1_prefix`, but raises `FileNotFoundError` when there is no checkpoint."""
+  prefix = resolve_tf1_prefix(path)
+  if prefix is None:
+    raise FileNotFoundError(f"No TF1 checkpoint at {path}: expected a prefix such as "
+                            f".../{CHECKPOINT_NAME} (with {CHECKPOINT_NAME}.index beside it) or a "
+                            f"directory holding {CHECKPOINT_NAME}.index.")
+  return prefix
+
+
+def list_tf1_variables(path):
+  """Returns `{name: shape}` of a TF1 checkpoint from its index alone (no data shard needed)."""
+  return {name: tuple(shape) for name, shape in tf.train.list_variables(require_tf1_prefix(path))}
+
+
+def read_tf1_checkpoint(path):
+  """Reads a TF1 checkpoint's weights, skipping optimizer slots and `global_step`.
+
+  Args:
+    path: a checkpoint prefix or a directory (see `resolve_tf1_prefix`).
+
+  Returns:
+    `{name: numpy array}` in the checkpoint's own dtypes.
+  """
+  prefix = require_tf1_prefix(path)
+  reader = tf.train.load_checkpoint(prefix)
+  names = sorted(reader.get_variable_to_shape_map())
+  weights = {name: reader.get_tensor(name) for name in names if not is_bookkeeping(name)}
+  logging.info("Read %d variables from %s (skipped %d optimizer slots and counters).",
+               len(weights), prefix, len(names) - len(weights))
+  return weights
+
+
+def load_tf1_checkpoint(model, path):
+  """Loads an original BERT checkpoint into a model, checking every name and shape.
+
+  Args:
+    model: a `BertEncoder` (reads `bert/...`, ignores the rest), a `BertPretrainer` (reads
+      `bert/...` and `cls/...`, all of them required) or a task model with an `.encoder`.
+    path: a checkpoint prefix or a directory (see `resolve_tf1_prefix`).
+
+  Example:
+
+  >>> from official_bert import BertConfig, BertPretrainer
+  >>> config = BertConfig.from_json_file("uncased_L-4_H-256_A-4/bert_config.json")  # doctest: +SKIP
+  >>> model = BertPretrainer(config)  # doctest: +SKIP
+  >>> load_tf1_checkpoint(model, "uncased_L-4_H-256_A-4/bert_model.ckpt")  # doctest: +SKIP
+  """
+  prefix = require_tf1_prefix(path)
+  set_original_weights(model, read_tf1_checkpoint(prefix), source=prefix)
+
+
+def save_tf1_checkpoint(model, prefix):
+  """Writes the model's weights as an original BERT checkpoint (`prefix.index` + `prefix.data-*`).
+
+  The names, shapes and dtypes are the original ones, so `tf.train.load_checkpoint` and the
+  original `modeling.py` read the result. Files are written into a temporary folder beside the
+  target and moved into place, the index last, so a reader never sees a partial checkpoint.
+
+  Args:
+    model: see `original_variable_shapes`.
+    prefix: the checkpoint prefix, e.g. `out/bert_model.ckpt`.
+
+  Returns:
+    The prefix.
+  """
+  prefix = os.fspath(prefix)
+  weights = get_original_weights(model)
+  folder = os.path.dirname(os.path.abspath(prefix))
+  os.makedirs(folder, exist_ok=True)
+  staging = tempfile.mkdtemp(prefix=".tmp-checkpoint-", dir=folder)
+  try:
+    staged = os.path.join(staging, os.path.basename(prefix))
+    names = sorted(weights)
+    tf.raw_ops.SaveV2(prefix=staged, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(weights[name]) for name in names])
+    files = sorted(os.listdir(staging), key=lambda name: name.endswith(".index"))
+    for name in files:
+      os.replace(os.path.join(staging, name), os.path.join(folder, name))
+    # Data shards of an earlier checkpoint under this prefix would not match the new index.
+    stem = os.path.basename(prefix) + ".data-"
+    for name in os.listdir(folder):
+      if name.startswith(stem) and name not in files:
+        os.remove(os.path.join(folder, name))
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  logging.info("Wrote %d variables to %s.", len(names), prefix)
+  return prefix

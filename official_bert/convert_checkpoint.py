@@ -1,0 +1,50 @@
+r"""Converts an original TF1 or a Hugging Face BERT checkpoint into a converted folder.
+
+    python -m official_bert.convert_checkpoint --input_format=tf1 \
+        --input=uncased_L-4_H-256_A-4/bert_model.ckpt --output_dir=bert_mini
+
+The folder holds `bert_config.json`, `vocab.txt` (when the source has one) and the weights:
+`encoder.weights.h5` (+ `pretrainer.weights.h5` when the source has the pre-training heads) for
+`--output_format=keras`, or `bert_model.ckpt.*` for `--output_format=tf1`.
+`official_bert.load_encoder(output_dir)` and every training script's `--init_checkpoint` read it.
+"""
+
+from absl import app, flags
+
+from official_bert.checkpoints import converter
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines this script's flags (on `flag_values`, the global `FLAGS` by default)."""
+  flags.DEFINE_enum("input_format", None, list(converter.INPUT_FORMATS),
+                    "Format of --input: `tf1` (bert_model.ckpt) or `hf` (Hugging Face).",
+                    flag_values=flag_values)
+  flags.DEFINE_string("input", None, "TF1 checkpoint prefix or folder, or Hugging Face folder.",
+                      flag_values=flag_values)
+  flags.DEFINE_string("output_dir", None, "Folder to write the converted checkpoint to.",
+                      flag_values=flag_values)
+  flags.DEFINE_enum("output_format", converter.KERAS, list(converter.OUTPUT_FORMATS),
+                    "`keras` (encoder.weights.h5) or `tf1` (bert_model.ckpt).",
+                    flag_values=flag_values)
+  flags.DEFINE_string("bert_config_file", None,
+                      "bert_config.json, when none lies beside a TF1 checkpoint.",
+                      flag_values=flag_values)
+  flags.mark_flags_as_required(["input_format", "input", "output_dir"], flag_values=flag_values)
+
+
+def run(flag_values):
+  """Converts the checkpoint that parsed `flag_values` name; returns the output folder."""
+  return converter.convert(flag_values.input_format, flag_values.input, flag_values.output_dir,
+                           output_format=flag_values.output_format,
+                           config_file=flag_values.bert_config_file)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+  run(flags.FLAGS)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
