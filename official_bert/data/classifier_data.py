@@ -1,0 +1,217 @@
+"""Examples for sentence and sentence-pair classification, and the processors that read them.
+
+An `InputExample` holds one text, or a pair, and its label: a string for classification, a float for
+regression, `None` for unlabeled test data. A processor reads one data source into examples and
+knows the label list. Three kinds exist:
+
+* `glue.GlueProcessor`: the GLUE tasks, from the files of `download_glue_data.py` / the GLUE site;
+* `custom_data.CustomProcessor`: the user's own CSV, TSV or JSON-lines files;
+* `tfds_data.TfdsProcessor`: the `glue/*` datasets of TensorFlow Datasets.
+
+`get_processor` picks one from the names the `run_classifier.py` flags carry. This module also holds
+what the file readers share: `DataError` and the row reader, which reports a malformed row by file,
+line and column, or, when the caller allows skipping, counts the skipped rows and logs the count.
+"""
+
+import abc
+import csv
+import dataclasses
+import sys
+from typing import Optional, Union
+
+from absl import logging
+
+# GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+_MAX_LINES_LISTED = 5
+
+
+class DataError(ValueError):
+  """A data file or data set is malformed; the message says where (file, line, column) and what."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputExample:
+  """One example for sentence or sentence-pair classification.
+
+  Args:
+    guid: unique id, `<split>-<id>`; for GLUE test files `<id>` is the `index` / `id` column that
+      a GLUE submission needs.
+    text_a: the (first) sentence.
+    text_b: the second sentence of a pair, or `None` for single-sentence tasks.
+    label: a label string of the processor's `get_labels()`, a float for regression, or `None`
+      for unlabeled (test) data.
+  """
+  guid: str
+  text_a: str
+  text_b: Optional[str] = None
+  label: Union[str, float, None] = None
+
+
+class DataProcessor(abc.ABC):
+  """Reads the splits of one classification data source into `InputExample`s.
+
+  Attributes:
+    is_regression: whether labels are floats (STS-B, a custom regression task) rather than classes.
+  """
+
+  is_regression = False
+
+  @property
+  @abc.abstractmethod
+  def splits(self):
+    """The split names `get_examples` accepts, e.g. `("train", "dev", "test")`."""
+
+  @abc.abstractmethod
+  def get_examples(self, split):
+    """Returns the examples of one split.
+
+    Args:
+      split: one of `self.splits`.
+
+    Returns:
+      A list of `InputExample`.
+    """
+
+  @abc.abstractmethod
+  def get_labels(self):
+    """Returns the label strings in label-id order; an empty list for regression."""
+
+  def get_train_examples(self):
+    """Returns the examples of the `train` split."""
+    return self.get_examples("train")
+
+  def get_dev_examples(self):
+    """Returns the examples of the `dev` split (GLUE's `dev.tsv`; MNLI's matched one)."""
+    return self.get_examples("dev")
+
+  def get_test_examples(self):
+    """Returns the examples of the `test` split, usually unlabeled."""
+    return self.get_examples("test")
+
+  def _check_split(self, split):
+    if split not in self.splits:
+      raise ValueError(f"{type(self).__name__} has no split {split!r}; choose one of "
+                       f"{list(self.splits)}")
+
+
+class RowIssues:
+  """Handles malformed rows of one source: raises on the first, or skips, counts and logs them.
+
+  Args:
+    path: the file (or data set) being read, for messages.
+    skip: when False, `report` raises `DataError`; when True it counts the row and `finish` logs
+      how many rows were skipped and where the first ones were.
+    position_name: what row positions are, in messages: `None` for file lines (`path:12: ...`),
+      or a word such as `"idx"` (`path, idx 12: ...`).
+  """
+
+  def __init__(self, path, skip=False, position_name=None):
+    self.path = path
+    self.skip = skip
+    self.position_name = position_name
+    self.skipped = []
+
+  def _where(self, position):
+    if self.position_name:
+      return f"{self.path}, {self.position_name} {position}"
+    return f"{self.path}:{position}"
+
+  def report(self, position, message):
+    """Handles one malformed row at `position` (a 1-based line) with what is wrong with it."""
+    if not self.skip:
+      raise DataError(f"{self._where(position)}: {message}")
+    self.skipped.append(position)
+    if len(self.skipped) <= _MAX_LINES_LISTED:
+      logging.warning("Skipping %s: %s", self._where(position), message)
+
+  def finish(self):
+    """Logs the number of skipped rows; returns it."""
+    count = len(self.skipped)
+    if count:
+      listed = ", ".join(str(position) for position in self.skipped[:_MAX_LINES_LISTED])
+      more = " ..." if count > _MAX_LINES_LISTED else ""
+      logging.warning("Skipped %d malformed row(s) of %s (%s %s%s).", count, self.path,
+                      self.position_name or "lines", listed, more)
+    return count
+
+
+def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
+  """Yields the rows of a delimited text file with their line numbers.
+
+  The file is read as UTF-8 with any byte-order mark dropped (GLUE's MRPC files start with one).
+  GLUE files are tab-separated without quoting (`csv.QUOTE_NONE`): a `"` is part of the text.
+  Blank lines hold no example and are passed over.
+
+  Args:
+    path: the file.
+    delimiter: the field separator.
+    quoting: a `csv.QUOTE_*` mode; CSV files use `csv.QUOTE_MINIMAL`, so a quoted field may span
+      lines.
+
+  Yields:
+    `(line, fields)`: the 1-based line on which the row starts and its list of strings.
+
+  Raises:
+    DataError: the file is not UTF-8, or the csv module rejects a row.
+  """
+  with open(path, encoding="utf-8-sig", newline="") as f:
+    reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+    next_line = 1
+    while True:
+      try:
+        fields = next(reader)
+      except StopIteration:
+        return
+      except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} near line {reader.line_num + 1}); "
+                        "save the file as UTF-8") from e
+      except csv.Error as e:
+        raise DataError(f"{path}:{reader.line_num}: {e}") from e
+      start, next_line = next_line, reader.line_num + 1
+      if fields:
+        yield start, fields
+
+
+def non_empty_rows(path, **kwargs):
+  """Returns the `(line, fields)` rows of `path` (see `read_rows`); DataError if there are none."""
+  rows = list(read_rows(path, **kwargs))
+  if not rows:
+    raise DataError(f"{path}: the file is empty")
+  return rows
+
+
+def get_processor(task_name, data_dir=None, *, tfds_name=None, **custom_options):
+  """Returns the processor for a GLUE task, the user's own files, or a TFDS dataset.
+
+  Args:
+    task_name: a GLUE task (`cola`, `sst-2`, `mrpc`, `sts-b`, `qqp`, `mnli`, `qnli`, `rte`, `wnli`,
+      `ax`; case and `-` do not matter) or `custom`. Ignored when `tfds_name` is given.
+    data_dir: the folder of the task's files; with `tfds_name`, the TFDS data folder (optional).
+    tfds_name: a TFDS dataset such as `glue/sst2`, read instead of files.
+    **custom_options: keyword arguments of `CustomProcessor` (`text_a_column`, `label_column`,
+      `text_b_column`, `is_regression`, `has_header`, ...) for `task_name="custom"`;
+      `skip_malformed_rows` for a GLUE task or a TFDS dataset.
+
+  Returns:
+    A `DataProcessor`.
+
+  Example:
+
+  >>> processor = get_processor("MRPC", "glue_data/MRPC")  # doctest: +SKIP
+  >>> processor.get_labels()  # doctest: +SKIP
+  ['0', '1']
+  """
+  # The processor modules build on this one, so they are imported here rather than at the top.
+  if tfds_name:
+    from official_bert.data import tfds_data  # pylint: disable=g-import-not-at-top
+    return tfds_data.TfdsProcessor(tfds_name, data_dir=data_dir, **custom_options)
+  if data_dir is None:
+    raise ValueError(f"task {task_name!r} reads files: give their folder as data_dir")
+  if task_name.lower() == "custom":
+    from official_bert.data import custom_data  # pylint: disable=g-import-not-at-top
+    return custom_data.CustomProcessor(data_dir, **custom_options)
+  from official_bert.data import glue  # pylint: disable=g-import-not-at-top
+  return glue.GlueProcessor(task_name, data_dir, **custom_options)
+

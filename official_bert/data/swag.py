@@ -1,0 +1,298 @@
+"""SWAG multiple-choice data: reading the CSV and JSON-lines files, packing choices, tf.data input.
+
+An example is a context (`sent1`), the start of the next sentence (`sent2`) and four candidate
+endings; the label is the index of the right ending. Each choice is packed as
+`[CLS] sent1 [SEP] sent2 ending_i [SEP]` (segment 0 up to the first `[SEP]`, segment 1 after),
+and the choices of one example are stacked into `[num_choices, seq_length]` arrays for
+`BertMultipleChoice`.
+
+Example:
+
+  tokenizer = tokenization.FullTokenizer("vocab.txt", do_lower_case=True)
+  examples = read_swag_examples("swag/train.csv")
+  features = convert_examples_to_features(examples, tokenizer, max_seq_length=128)
+  dataset = make_dataset(features, batch_size=16, is_training=True)  # (inputs, labels)
+"""
+
+import csv
+import dataclasses
+import json
+import os
+import re
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from official_bert import tokenization
+
+NO_LABEL = -1
+_ENDING_COLUMN = re.compile(r"ending(\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagExample:
+  """One multiple-choice example.
+
+  Attributes:
+    example_id: `fold-ind` of the CSV files, `id` of a JSON line, else `<file name>:<line>`.
+    context: the first sentence (`sent1`).
+    start_ending: the start of the second sentence (`sent2`), shared by all endings.
+    endings: the candidate endings (`ending0`, `ending1`, ...).
+    label: index of the right ending, or None in unlabelled (test) files.
+  """
+  example_id: str
+  context: str
+  start_ending: str
+  endings: tuple
+  label: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleChoiceFeatures:
+  """Packed model inputs for a list of examples, all as int32 numpy arrays.
+
+  Attributes:
+    input_word_ids: WordPiece ids, `[num_examples, num_choices, seq_length]`, padded with 0.
+    input_mask: 1 on real tokens, 0 on padding, same shape.
+    input_type_ids: 0 for `[CLS] sent1 [SEP]`, 1 for `sent2 ending [SEP]`, same shape.
+    labels: `[num_examples]`, the right choice, or `NO_LABEL` (-1) for unlabelled examples.
+    example_ids: the `example_id` of each example, in order.
+    num_truncated_choices: how many choices were longer than `seq_length` and got truncated.
+  """
+  input_word_ids: np.ndarray
+  input_mask: np.ndarray
+  input_type_ids: np.ndarray
+  labels: np.ndarray
+  example_ids: tuple
+  num_truncated_choices: int
+
+  def __len__(self):
+    return len(self.labels)
+
+
+def _ending_fields(fields, where):
+  """Returns the ending field names `ending0..ending{k-1}` present in `fields`, checking order."""
+  indices = sorted(int(m.group(1)) for m in map(_ENDING_COLUMN.fullmatch, fields) if m)
+  if len(indices) < 2 or indices != list(range(len(indices))):
+    raise ValueError(f"{where}: expected fields ending0, ending1, ... (at least two, numbered "
+                     f"from 0 without gaps), found {[f'ending{i}' for i in indices]}")
+  return [f"ending{i}" for i in indices]
+
+
+def _parse_label(value, num_choices, where):
+  """Returns the label as an int, or None for an empty or absent one."""
+  if value is None or value == "":
+    return None
+  label = None
+  if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+    label = int(value)
+  elif isinstance(value, int) and not isinstance(value, bool):
+    label = value
+  if label is None or not 0 <= label < num_choices:
+    raise ValueError(f"{where}: field 'label' must be an integer in [0, {num_choices}), "
+                     f"got {value!r}")
+  return label
+
+
+def _log_read(path, examples):
+  logging.info("Read %d examples (%d labelled) from %s.", len(examples),
+               sum(example.label is not None for example in examples), path)
+
+
+def read_swag_csv(path):
+  """Reads a SWAG CSV file (`train.csv`, `val.csv`, `test.csv`).
+
+  The header must name `sent1`, `sent2` and `ending0`, `ending1`, ...; `label` may be missing
+  (the test file) or empty, then the examples are unlabelled. Other columns (`video-id`,
+  `startphrase`, `gold-source`) are read past.
+
+  Args:
+    path: the CSV file.
+
+  Returns:
+    A list of `SwagExample`, in file order.
+
+  Raises:
+    ValueError: naming the file, line and field, for a missing column, a row with the wrong number
+      of fields, or a label that is not a valid choice index.
+  """
+  with open(path, encoding="utf-8-sig", newline="") as f:
+    reader = csv.DictReader(f)
+    header = reader.fieldnames or []
+    missing = [name for name in ("sent1", "sent2") if name not in header]
+    if missing:
+      raise ValueError(f"{path}:1: header lacks the column(s) {missing}; found {header}")
+    endings = _ending_fields(header, f"{path}:1")
+    examples = []
+    for row in reader:
+      where = f"{path}:{reader.line_num}"
+      if None in row:
+        raise ValueError(f"{where}: the row has more fields than the {len(header)} of the header")
+      absent = [name for name, value in row.items() if value is None]
+      if absent:
+        raise ValueError(f"{where}: the row ends before the field(s) {absent}")
+      example_id = row.get("fold-ind") or f"{os.path.basename(path)}:{reader.line_num}"
+      examples.append(SwagExample(
+          example_id=example_id, context=row["sent1"], start_ending=row["sent2"],
+          endings=tuple(row[name] for name in endings),
+          label=_parse_label(row.get("label"), len(endings), where)))
+  _log_read(path, examples)
+  return examples
+
+
+def read_swag_jsonl(path):
+  """Reads SWAG examples from a JSON-lines file.
+
+  Each line is an object with `sent1`, `sent2`, `ending0`, `ending1`, ... and an optional integer
+  `label` (absent or null: unlabelled); blank lines are allowed.
+
+  Args:
+    path: the JSON-lines file.
+
+  Returns:
+    A list of `SwagExample`, in file order.
+
+  Raises:
+    ValueError: naming the file, line and field, for invalid JSON, a missing or non-string text
+      field, or a label that is not a valid choice index.
+  """
+  examples = []
+  with open(path, encoding="utf-8-sig") as f:
+    for line_number, line in enumerate(f, start=1):
+      where = f"{path}:{line_number}"
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
+      if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+      endings = _ending_fields(record, where)
+      if examples and len(endings) != len(examples[0].endings):
+        raise ValueError(f"{where}: {len(endings)} endings, but the first example has "
+                         f"{len(examples[0].endings)}")
+      for name in ["sent1", "sent2"] + endings:
+        if not isinstance(record.get(name), str):
+          raise ValueError(f"{where}: field {name!r} must be a string, got {record.get(name)!r}")
+      examples.append(SwagExample(
+          example_id=str(record.get("id", f"{os.path.basename(path)}:{line_number}")),
+          context=record["sent1"], start_ending=record["sent2"],
+          endings=tuple(record[name] for name in endings),
+          label=_parse_label(record.get("label"), len(endings), where)))
+  _log_read(path, examples)
+  return examples
+
+
+def read_swag_examples(path):
+  """Reads a SWAG file, choosing the reader by extension: `.csv`, or `.jsonl`/`.json` (JSON lines).
+
+  Args:
+    path: the file.
+
+  Returns:
+    A list of `SwagExample`.
+
+  Example:
+
+    examples = read_swag_examples("swag/val.csv")  # [SwagExample(example_id="0", ...), ...]
+  """
+  extension = os.path.splitext(path)[1].lower()
+  if extension == ".csv":
+    return read_swag_csv(path)
+  if extension in (".jsonl", ".json"):
+    return read_swag_jsonl(path)
+  raise ValueError(f"{path}: unknown SWAG file type {extension!r}; expected .csv or .jsonl")
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length):
+  """Tokenizes and packs every choice of every example.
+
+  Choices longer than `max_seq_length` are cut with `tokenization.truncate_seq_pair` (one token at a
+  time from the end of the longer of context and `sent2 + ending`); they are counted in
+  `num_truncated_choices` and logged.
+
+  Args:
+    examples: `SwagExample`s, all with the same number of endings.
+    tokenizer: a `tokenization.FullTokenizer` (anything with `tokenize` and
+      `convert_tokens_to_ids`).
+    max_seq_length: length of each packed choice, at least 4.
+
+  Returns:
+    `MultipleChoiceFeatures`.
+
+  Example:
+
+    features = convert_examples_to_features(examples, tokenizer, max_seq_length=128)
+    features.input_word_ids.shape  # (len(examples), 4, 128)
+  """
+  if max_seq_length < 4:
+    raise ValueError(f"max_seq_length must be at least 4, got {max_seq_length}")
+  examples = list(examples)
+  num_choices = len(examples[0].endings) if examples else 4
+  shape = (len(examples), num_choices, max_seq_length)
+  word_ids, mask, type_ids = (np.zeros(shape, np.int32) for _ in range(3))
+  labels = np.full([len(examples)], NO_LABEL, np.int32)
+  num_truncated = 0
+  for i, example in enumerate(examples):
+    if len(example.endings) != num_choices:
+      raise ValueError(f"example {example.example_id!r} has {len(example.endings)} endings, "
+                       f"the first example {num_choices}")
+    context = tokenizer.tokenize(example.context)
+    start_ending = tokenizer.tokenize(example.start_ending)
+    for j, ending in enumerate(example.endings):
+      tokens_a = list(context)
+      tokens_b = start_ending + tokenizer.tokenize(ending)
+      if len(tokens_a) + len(tokens_b) > max_seq_length - 3:
+        num_truncated += 1
+        tokenization.truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+      tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+      word_ids[i, j, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+      mask[i, j, :len(tokens)] = 1
+      type_ids[i, j, len(tokens_a) + 2:len(tokens)] = 1
+    if example.label is not None:
+      labels[i] = example.label
+  logging.info("Packed %d examples x %d choices into sequences of %d; %d choices truncated.",
+               len(examples), num_choices, max_seq_length, num_truncated)
+  return MultipleChoiceFeatures(
+      input_word_ids=word_ids, input_mask=mask, input_type_ids=type_ids, labels=labels,
+      example_ids=tuple(example.example_id for example in examples),
+      num_truncated_choices=num_truncated)
+
+
+def make_dataset(features, batch_size, is_training=False, seed=None, drop_remainder=None):
+  """Builds the `tf.data` input for `BertMultipleChoice` from packed features.
+
+  Args:
+    features: `MultipleChoiceFeatures`.
+    batch_size: examples per batch.
+    is_training: if True, shuffles (anew each pass) and repeats forever; otherwise one pass in
+      file order.
+    seed: shuffle seed, for reproducible training order.
+    drop_remainder: drop a last, smaller batch; defaults to `is_training`.
+
+  Returns:
+    A `tf.data.Dataset` of `(inputs, labels)`: `inputs` a dict of int32
+    `[batch, num_choices, seq_length]` tensors `input_word_ids`, `input_mask`, `input_type_ids`;
+    `labels` int32 `[batch]` (-1 for unlabelled examples).
+
+  Example:
+
+    dataset = make_dataset(features, batch_size=16, is_training=True, seed=0)
+    inputs, labels = next(iter(dataset))  # inputs["input_word_ids"]: [16, 4, seq_length]
+  """
+  tensors = {name: tf.constant(getattr(features, name))
+             for name in ("input_word_ids", "input_mask", "input_type_ids")}
+  labels = tf.constant(features.labels)
+  dataset = tf.data.Dataset.range(len(features))
+  if is_training:
+    dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True).repeat()
+  dataset = dataset.batch(batch_size,
+                          drop_remainder=is_training if drop_remainder is None else drop_remainder)
+  # Gathering whole batches by index keeps one copy of the arrays instead of a shuffle buffer.
+  dataset = dataset.map(
+      lambda index: ({name: tf.gather(t, index) for name, t in tensors.items()},
+                     tf.gather(labels, index)),
+      num_parallel_calls=tf.data.AUTOTUNE)
+  return dataset.prefetch(tf.data.AUTOTUNE)
