@@ -1,7 +1,6 @@
 """Data: pre-training instance creation and TFRecord I/O; the task readers (GLUE, SQuAD, ...).
 
-Names are imported on first use (PEP 562), so that importing one module of this package, for
-example the corpus reader that `create_pretraining_data.py` runs without TensorFlow, does not import
+Names are imported on first use (PEP 562): importing one module of this package does not import
 the others.
 """
 

@@ -1,0 +1,244 @@
+"""The pre-training corpus as a stream of shards: text files -> chunks of whole documents.
+
+The input format is the original's: one sentence per line, a blank line between documents. The
+end of a file also ends a document. A shard holds whole documents, about `shard_bytes` of text, so
+that memory stays bounded however large the corpus is; a document longer than `2 * shard_bytes`
+(for example a whole book without blank lines) is cut at a line boundary, and the cut is counted.
+
+Nothing here needs TensorFlow; tokenization happens where the shards are processed
+(`pretraining_writer`).
+"""
+
+import dataclasses
+import glob
+import os
+
+import numpy as np
+
+from official_bert.data import pretraining_instances
+from official_bert.data.pretraining_stats import MAX_LISTED_ERRORS
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPiece:
+  """A run of whole lines from one file.
+
+  Args:
+    path: the file.
+    first_line: 1-based line number of the first line of `data`.
+    data: the raw bytes, whole lines.
+    ends_document: False when the piece was cut inside a document (see the module docstring).
+  """
+
+  path: str
+  first_line: int
+  data: bytes
+  ends_document: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+  """Consecutive pieces of the corpus, processed as one unit with its own random stream."""
+
+  index: int
+  pieces: tuple
+
+  @property
+  def num_bytes(self):
+    return sum(len(p.data) for p in self.pieces)
+
+
+def expand_file_patterns(patterns):
+  """Turns a comma-separated list of files and glob patterns into a list of files.
+
+  Args:
+    patterns: a string such as `"a.txt,books/*.txt"`, or a list of such strings.
+
+  Returns:
+    The files, each pattern's matches sorted, in the order of the patterns.
+
+  Raises:
+    FileNotFoundError: a pattern matches no file.
+  """
+  if isinstance(patterns, str):
+    patterns = [patterns]
+  files = []
+  for pattern in (p.strip() for group in patterns for p in group.split(",")):
+    if not pattern:
+      continue
+    matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
+    if not matches:
+      raise FileNotFoundError(f"input file {pattern!r}: no such file (or no match for the glob)")
+    files.extend(matches)
+  if not files:
+    raise FileNotFoundError(f"no input files given in {patterns!r}")
+  return files
+
+
+def read_shards(files, shard_bytes):
+  """Yields the corpus as `Shard`s of about `shard_bytes` each, cut at document boundaries.
+
+  Args:
+    files: list of text files.
+    shard_bytes: target size of a shard in bytes.
+
+  Yields:
+    `Shard`s numbered from 0. The cut points depend only on the files and `shard_bytes`.
+  """
+  pieces, size, index = [], 0, 0
+  for path in files:
+    for piece in _read_pieces(path, shard_bytes):
+      pieces.append(piece)
+      size += len(piece.data)
+      if size >= shard_bytes:
+        yield Shard(index, tuple(pieces))
+        pieces, size, index = [], 0, index + 1
+  if pieces:
+    yield Shard(index, tuple(pieces))
+
+
+def _read_pieces(path, shard_bytes):
+  """Reads one file as pieces of at least `shard_bytes` that end at blank lines (or its end)."""
+  line_number = 1
+  with open(path, "rb") as f:
+    while True:
+      data = f.read(shard_bytes)
+      if not data:
+        return
+      if not data.endswith(b"\n"):
+        data += f.readline()
+      # Read on, line by line, to the blank line that ends the current document.
+      last = data[data.rfind(b"\n", 0, len(data) - 1) + 1:]
+      parts, size, ends_document = [data], len(data), True
+      while last.strip():
+        if size >= 2 * shard_bytes:
+          ends_document = False
+          break
+        last = f.readline()
+        parts.append(last)
+        size += len(last)
+      data = b"".join(parts)
+      yield TextPiece(path, line_number, data, ends_document)
+      line_number += data.count(b"\n")
+
+
+@dataclasses.dataclass
+class ShardText:
+  """The sentences of a shard and the document each belongs to.
+
+  Args:
+    sentences: the non-blank lines, stripped.
+    document_ids: for each sentence, the number of its document within the shard.
+    num_lines: lines read.
+    num_blank_lines: blank lines (document separators).
+    num_undecodable_lines: lines that are not UTF-8; skipped.
+    undecodable: `file:line` of the first `MAX_LISTED_ERRORS` of those.
+    num_cut_documents: documents cut at the end of the shard.
+  """
+
+  sentences: list
+  document_ids: list
+  num_lines: int = 0
+  num_blank_lines: int = 0
+  num_undecodable_lines: int = 0
+  undecodable: list = dataclasses.field(default_factory=list)
+  num_cut_documents: int = 0
+
+
+def decode_shard(shard):
+  """Splits a shard into stripped sentences and document numbers; undecodable lines are skipped.
+
+  Args:
+    shard: `Shard`.
+
+  Returns:
+    `ShardText`.
+  """
+  text = ShardText(sentences=[], document_ids=[])
+  document = 0
+  for piece in shard.pieces:
+    for line in _decode_lines(piece, text):
+      text.num_lines += 1
+      line = line.strip()
+      if line:
+        text.sentences.append(line)
+        text.document_ids.append(document)
+      else:
+        text.num_blank_lines += 1
+        document += 1
+    document += 1
+    text.num_cut_documents += not piece.ends_document
+  return text
+
+
+def _decode_lines(piece, text):
+  """Yields the lines of a piece as `str`; counts and lists the lines that are not UTF-8."""
+  data = piece.data[:-1] if piece.data.endswith(b"\n") else piece.data
+  try:
+    yield from data.decode("utf-8").split("\n")
+    return
+  except UnicodeDecodeError:
+    pass
+  for offset, raw in enumerate(data.split(b"\n")):
+    try:
+      yield raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      text.num_undecodable_lines += 1
+      if len(text.undecodable) < MAX_LISTED_ERRORS:
+        text.undecodable.append(
+            f"{piece.path}:{piece.first_line + offset}: not UTF-8 at byte {e.start}")
+
+
+def documents_from_tokens(text, token_ids, row_splits):
+  """Builds `Documents` from tokenized sentences, dropping sentences without tokens.
+
+  Args:
+    text: the `ShardText` that was tokenized.
+    token_ids: int32 `[num_tokens]`, the ids of all sentences one after another.
+    row_splits: int64 `[num_sentences + 1]`.
+
+  Returns:
+    `(documents, num_empty_sentences)`.
+  """
+  lengths = np.diff(row_splits)
+  keep = lengths > 0
+  sentence_splits = np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64)
+  document_ids = np.asarray(text.document_ids, dtype=np.int64)[keep]
+  starts = np.flatnonzero(np.diff(document_ids)) + 1
+  document_splits = np.concatenate([[0], starts, [len(document_ids)]]).astype(np.int64)
+  if not len(document_ids):
+    document_splits = np.zeros(1, dtype=np.int64)
+  documents = pretraining_instances.Documents(
+      np.asarray(token_ids, dtype=np.int32), sentence_splits, document_splits)
+  return documents, int((~keep).sum())
+
+
+def read_vocab_tokens(vocab_file):
+  """Reads a `vocab.txt` (one token a line, the line number is the id) into a list of tokens.
+
+  The reading process uses this instead of `official_bert.tokenization.load_vocab` because it must
+  not import TensorFlow; the rules are the same (UTF-8, stripped, no repeats).
+
+  Raises:
+    FileNotFoundError: the file does not exist.
+    ValueError: a line is not UTF-8, a token repeats, or `[CLS]`, `[SEP]`, `[MASK]` or `[UNK]`
+      is missing.
+  """
+  if not os.path.isfile(vocab_file):
+    raise FileNotFoundError(f"vocab file {vocab_file!r} does not exist")
+  tokens, seen = [], {}
+  with open(vocab_file, "rb") as f:
+    for number, raw in enumerate(f, start=1):
+      try:
+        token = raw.decode("utf-8").strip()
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{vocab_file}:{number}: token is not valid UTF-8: {e}") from e
+      if token in seen:
+        raise ValueError(f"{vocab_file}:{number}: token {token!r} repeats line {seen[token]}")
+      seen[token] = number
+      tokens.append(token)
+  missing = [t for t in ("[CLS]", "[SEP]", "[MASK]", "[UNK]") if t not in seen]
+  if missing:
+    raise ValueError(f"vocab file {vocab_file!r} lacks the special tokens {missing}; a BERT "
+                     "vocabulary needs them to build pre-training instances")
+  return tokens

@@ -1,0 +1,176 @@
+"""The streaming, multi-process driver behind `create_pretraining_data.py`.
+
+The corpus is read as a stream of shards (`pretraining_corpus`); worker processes turn each shard
+into piece files (`pretraining_writer`); this process appends the pieces to the output files in
+shard order and renames the outputs when they are complete. Memory is bounded by a few shards per
+worker, whatever the size of the corpus, and the output bytes depend on the seed and the shard size
+only, not on the number of workers.
+
+This process works on shards too; see `pretraining_workers` for how the work is shared.
+
+Deviations from the original tool, all forced by streaming:
+
+* a random next sentence comes from another document of the same shard (about `shard_bytes` of
+  text), not from the whole corpus;
+* instances are shuffled within a shard, not across the whole corpus;
+* the end of an input file ends a document, and a document longer than `2 * shard_bytes` is cut
+  into several (the cuts are counted in the summary).
+"""
+
+import os
+import shutil
+import tempfile
+import time
+
+from absl import logging
+
+from official_bert.data import pretraining_corpus
+from official_bert.data import pretraining_instances
+from official_bert.data import pretraining_stats
+from official_bert.data import pretraining_workers
+
+DEFAULT_SHARD_BYTES = 1 << 20
+# A worker process costs 2-3 s of CPU to start (importing TensorFlow, building the tokenizer),
+# about the time to process this much text (times dupe_factor) in a running process.
+BYTES_PER_WORKER = 32 << 20
+
+
+def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_case=True,
+                            options=pretraining_instances.InstanceOptions(), random_seed=12345,
+                            num_workers=None, gzip=False, shard_bytes=DEFAULT_SHARD_BYTES,
+                            progress_interval_s=10.0):
+  """Writes BERT pre-training TFRecords from text files, as the original tool, only faster.
+
+  Args:
+    input_files: comma-separated files or glob patterns (a string or a list of them); one sentence
+      per line, a blank line between documents.
+    output_files: comma-separated output paths (a string or a list); instances go to them
+      round-robin.
+    vocab_file: the WordPiece vocabulary.
+    do_lower_case: lower-case the text, as for an uncased model.
+    options: `pretraining_instances.InstanceOptions`.
+    random_seed: the same seed (and `shard_bytes`) gives byte-identical files.
+    num_workers: processes working on shards, this one included; 1 works in this process only.
+      Default: the number of usable CPU cores, but one per `BYTES_PER_WORKER` of text times
+      `dupe_factor` only, as each further process first spends seconds importing TensorFlow.
+    gzip: write GZIP-compressed TFRecords.
+    shard_bytes: text per shard; random next sentences are drawn within a shard.
+    progress_interval_s: seconds between progress lines.
+
+  Returns:
+    `pretraining_stats.PretrainingStats`, the counts over the whole corpus.
+
+  Raises:
+    FileNotFoundError: an input pattern matches nothing, or the vocabulary is missing.
+    ValueError: the vocabulary lacks special tokens, or the input holds no text.
+
+  Example:
+    >>> stats = create_pretraining_data(  # doctest: +SKIP
+    ...     "corpus/*.txt", "out/train.tfrecord", "vocab.txt",
+    ...     options=pretraining_instances.InstanceOptions(dupe_factor=5))
+  """
+  start = time.monotonic()
+  if shard_bytes < 1:
+    raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
+  if num_workers is not None and num_workers < 1:
+    raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+  files = pretraining_corpus.expand_file_patterns(input_files)
+  pretraining_corpus.read_vocab_tokens(vocab_file)
+  outputs = _output_paths(output_files)
+  if num_workers is None:
+    num_workers = _auto_num_workers(files, options.dupe_factor)
+  logging.info("Creating pre-training data from %d files into %d files with %d workers.",
+               len(files), len(outputs), num_workers)
+  for path in outputs:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  piece_dir = tempfile.mkdtemp(prefix=".pretraining-pieces-",
+                               dir=os.path.dirname(os.path.abspath(outputs[0])))
+  partial = [_temporary_path(path) for path in outputs]
+  try:
+    stats = _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
+                       (vocab_file, do_lower_case, options, random_seed, piece_dir, len(outputs),
+                        gzip), start)
+    if stats.instances == 0:
+      named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+      raise ValueError(
+          f"no pre-training instances: the input ({named}) holds no text: {stats.lines} lines, "
+          f"{stats.blank_lines} blank, {stats.undecodable_lines} not UTF-8, "
+          f"{stats.lines_without_tokens} without WordPiece tokens")
+    for temporary, path in zip(partial, outputs):
+      os.replace(temporary, path)
+  finally:
+    shutil.rmtree(piece_dir, ignore_errors=True)
+    for temporary in partial:
+      if os.path.exists(temporary):
+        os.remove(temporary)
+  _log_summary(stats, outputs, time.monotonic() - start)
+  return stats
+
+
+def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
+               processor_args, start):
+  """Runs the shards and appends their pieces to the partial outputs in shard order."""
+  stats = pretraining_stats.PretrainingStats()
+  listed = 0
+  last_progress = time.monotonic()
+  shards = pretraining_corpus.read_shards(files, shard_bytes)
+  outputs = [open(path, "wb") for path in partial]
+  try:
+    with pretraining_workers.ShardRunner(num_workers, processor_args) as runner:
+      for result in runner.run_in_order(shards):
+        # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
+        # the next record overall goes to output `stats.instances % n`.
+        for j, piece in enumerate(result.piece_paths):
+          with open(piece, "rb") as f:
+            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)], 1 << 20)
+          os.remove(piece)
+        stats = stats + result.stats
+        for error in result.stats.undecodable:
+          if listed < pretraining_stats.MAX_LISTED_ERRORS:
+            logging.warning("Skipped a line: %s", error)
+            listed += 1
+        if time.monotonic() - last_progress >= progress_interval_s:
+          last_progress = time.monotonic()
+          _log_progress(stats, last_progress - start)
+      logging.info("Processed %d shards in this process and %d in %d worker processes.",
+                   runner.shards_here, runner.shards_in_workers, num_workers - 1)
+  finally:
+    for f in outputs:
+      f.close()
+  return stats
+
+
+def _output_paths(output_files):
+  """Splits the comma-separated output list; rejects an empty list and repeats."""
+  if isinstance(output_files, str):
+    output_files = [output_files]
+  paths = [p.strip() for group in output_files for p in group.split(",") if p.strip()]
+  if not paths:
+    raise ValueError("no output file given")
+  if len(set(map(os.path.abspath, paths))) != len(paths):
+    raise ValueError(f"output files repeat: {paths}")
+  return paths
+
+
+def _temporary_path(path):
+  """The name under which `path` is written until it is complete."""
+  return f"{path}.incomplete-{os.getpid()}"
+
+
+def _auto_num_workers(files, dupe_factor):
+  """All usable cores, but no more processes than the amount of work pays for."""
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  work = sum(os.path.getsize(f) for f in files) * dupe_factor
+  return max(1, min(cores or 1, 1 + work // BYTES_PER_WORKER))
+
+
+def _log_progress(stats, elapsed):
+  logging.info("%d documents, %d instances, %.1f MB read, %.2f MB/s", stats.documents,
+               stats.instances, stats.input_bytes / 1e6, stats.input_bytes / 1e6 / elapsed)
+
+
+def _log_summary(stats, outputs, elapsed):
+  logging.info("Wrote %d instances to %s in %.1f s (%.2f MB/s of text).", stats.instances,
+               ", ".join(outputs), elapsed, stats.input_bytes / 1e6 / max(elapsed, 1e-9))
+  for line in stats.summary():
+    logging.info("%s", line)

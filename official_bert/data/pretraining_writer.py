@@ -1,0 +1,174 @@
+"""Turning one shard of the corpus into TFRecord files of pre-training examples.
+
+A `ShardProcessor` runs in each process that works on shards: it tokenizes the shard's sentences in
+large batches with the in-graph WordPiece tokenizer (`BertTokenizerLayer`), builds the instances
+(`pretraining_instances`), serializes them as `tf.train.Example` protos with exactly the original
+tool's features, and writes them round-robin into one piece file per output file. The driver
+(`pretraining_pipeline`) appends the pieces to the outputs in shard order, so the result does not
+depend on the number of workers.
+
+The features, as in the original (`int64` lists unless noted):
+
+* `input_ids`, `input_mask`, `segment_ids`: `[max_seq_length]`, zero-padded;
+* `masked_lm_positions`, `masked_lm_ids`: `[max_predictions_per_seq]`, zero-padded;
+* `masked_lm_weights`: `float32` `[max_predictions_per_seq]`, 1.0 on real predictions;
+* `next_sentence_labels`: `[1]`, 1 when sentence B is a random next.
+"""
+
+import concurrent.futures
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from official_bert.data import pretraining_corpus
+from official_bert.data import pretraining_instances
+from official_bert.data import pretraining_stats
+from official_bert.preprocessing import tokenizer_layer
+
+# Sentences tokenized at once; bounds the memory of the tokenizer's intermediate tensors.
+_TOKENIZE_BATCH = 2048
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardResult:
+  """What a worker hands back: the piece file for each output file, and the shard's counts."""
+
+  index: int
+  piece_paths: tuple
+  stats: pretraining_stats.PretrainingStats
+
+
+def _instance_stats(instances):
+  weights = instances.masked_lm_weights
+  return pretraining_stats.PretrainingStats(
+      instances=len(instances), tokens=int(instances.input_mask.sum()),
+      predictions=int(weights.sum()), random_token_predictions=instances.num_random_tokens,
+      kept_predictions=instances.num_kept_tokens,
+      random_next=int(instances.next_sentence_labels.sum()))
+
+
+def serialize_instances(instances):
+  """Serializes instances as `tf.train.Example` protos with the original features.
+
+  The protos are built for all instances at once with `tf.io.encode_proto`, level by level
+  (value lists, `Feature`, map entries, `Features`, `Example`), which is several times faster than
+  building one `tf.train.Example` per instance in Python.
+
+  Args:
+    instances: `pretraining_instances.Instances`.
+
+  Returns:
+    A numpy object array of serialized `tf.train.Example`s (`bytes`).
+  """
+  n = len(instances)
+  if n == 0:
+    return np.zeros([0], dtype=object)
+  entries = []
+  for name in pretraining_instances.FEATURE_NAMES:
+    values = np.asarray(getattr(instances, name)).reshape(n, -1)
+    if name == "masked_lm_weights":
+      list_type, kind, values = "tensorflow.FloatList", "float_list", values.astype(np.float32)
+    else:
+      list_type, kind, values = "tensorflow.Int64List", "int64_list", values.astype(np.int64)
+    value_list = _encode(list_type, value=values)
+    feature = _encode("tensorflow.Feature", **{kind: value_list})
+    entries.append(_encode("tensorflow.Features.FeatureEntry", key=tf.fill([n, 1], name),
+                           value=feature))
+  features = _encode("tensorflow.Features", feature=tf.concat(entries, axis=1))
+  return _encode("tensorflow.Example", features=features)[:, 0].numpy()
+
+
+def _encode(message_type, **fields):
+  """Encodes one proto per row; every row has the same number of values for each field."""
+  values = [tf.convert_to_tensor(v) for v in fields.values()]
+  values = [tf.reshape(v, [-1, 1]) if v.shape.rank == 1 else v for v in values]
+  batch = values[0].shape[0]
+  sizes = tf.constant([[v.shape[1] for v in values]] * batch, dtype=tf.int32)
+  return tf.reshape(tf.io.encode_proto(sizes, values, list(fields), message_type), [batch, 1])
+
+
+class ShardProcessor:
+  """Tokenizes, builds, serializes and writes the instances of one shard at a time.
+
+  Args:
+    vocab_file: the WordPiece vocabulary.
+    do_lower_case: lower-case and strip accents before WordPiece, as the original.
+    options: `pretraining_instances.InstanceOptions`.
+    random_seed: the run's seed; shard `i` uses the stream `(random_seed, i)`.
+    piece_dir: folder for the piece files.
+    num_outputs: number of output files (pieces per shard).
+    gzip: write GZIP-compressed TFRecords.
+  """
+
+  def __init__(self, vocab_file, do_lower_case, options, random_seed, piece_dir, num_outputs,
+               gzip=False):
+    tokens = pretraining_corpus.read_vocab_tokens(vocab_file)
+    self._vocab = pretraining_instances.VocabInfo.from_tokens(tokens)
+    self._tokenizer = tokenizer_layer.BertTokenizerLayer(vocab_file, do_lower_case)
+    self._options = options
+    self._random_seed = random_seed
+    self._piece_dir = piece_dir
+    self._num_outputs = num_outputs
+    self._record_options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
+
+  def tokenize(self, sentences):
+    """Returns the WordPiece ids of `sentences` as flat int32 ids and int64 row splits."""
+    return self._tokenizer.tokenize_flat_numpy(sentences, batch_size=_TOKENIZE_BATCH)
+
+  def process(self, shard):
+    """Processes one `pretraining_corpus.Shard`; returns its `ShardResult`."""
+    return self._finish(self._prepare(shard))
+
+  def process_in_order(self, shards):
+    """Yields the `ShardResult` of each shard, tokenizing the next shard meanwhile.
+
+    The tokenizer's TensorFlow ops run without holding the GIL, so a background thread keeps a
+    second core busy while this one builds and serializes instances.
+    """
+    with concurrent.futures.ThreadPoolExecutor(1) as tokenizing:
+      upcoming = None
+      for shard in shards:
+        prepared = tokenizing.submit(self._prepare, shard)
+        if upcoming is not None:
+          yield self._finish(upcoming.result())
+        upcoming = prepared
+      if upcoming is not None:
+        yield self._finish(upcoming.result())
+
+  def _prepare(self, shard):
+    """Decodes and tokenizes a shard; returns it with its documents and counts."""
+    text = pretraining_corpus.decode_shard(shard)
+    token_ids, row_splits = self.tokenize(text.sentences)
+    documents, num_empty = pretraining_corpus.documents_from_tokens(text, token_ids, row_splits)
+    stats = pretraining_stats.PretrainingStats(
+        input_bytes=shard.num_bytes, lines=text.num_lines, blank_lines=text.num_blank_lines,
+        undecodable_lines=text.num_undecodable_lines, lines_without_tokens=num_empty,
+        cut_documents=text.num_cut_documents, documents=documents.num_documents,
+        undecodable=text.undecodable)
+    return shard.index, documents, stats
+
+  def _finish(self, prepared):
+    """Builds, serializes, shuffles and writes the instances of a prepared shard."""
+    index, documents, stats = prepared
+    seeds = np.random.SeedSequence(self._random_seed, spawn_key=(index,))
+    records = []
+    # Serializing batch by batch keeps the arrays of one batch in memory at a time.
+    for instances in pretraining_instances.iterate_passes(documents, self._options, self._vocab,
+                                                          seeds):
+      stats = stats + _instance_stats(instances)
+      records.append(serialize_instances(instances))
+    records = np.concatenate(records) if records else np.zeros([0], dtype=object)
+    order = pretraining_instances.shuffled_order(seeds, len(records))
+    return ShardResult(index, self._write_pieces(index, records[order]), stats)
+
+  def _write_pieces(self, shard_index, records):
+    """Writes record `i` to piece `i % num_outputs`; returns the piece paths."""
+    paths = tuple(os.path.join(self._piece_dir, f"shard-{shard_index:07d}-{j:04d}.tfrecord")
+                  for j in range(self._num_outputs))
+    for j, path in enumerate(paths):
+      with tf.io.TFRecordWriter(path, self._record_options) as writer:
+        for record in records[j::self._num_outputs]:
+          writer.write(record)
+    return paths
