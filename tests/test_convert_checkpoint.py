@@ -203,3 +203,18 @@ def test_minilm_converted_by_the_script_matches_reference_and_published_similari
   print(f"MiniLM cosine similarities: {similar:.4f} (published 0.7553), {different:.4f} (~0.247)")
   assert similar == pytest.approx(0.7553, abs=1e-3)
   assert different == pytest.approx(0.247, abs=1e-2)
+
+
+def test_restore_pretrainer_weights_takes_the_heads_where_the_checkpoint_has_them(source, tmp_path):
+  folder, original = source
+  from_tf1 = BertPretrainer(CONFIG)
+  assert checkpoints.restore_pretrainer_weights(from_tf1, folder / "bert_model.ckpt")
+  assert_same_weights(from_tf1, original)
+
+  encoder_only = checkpoints.write_dir(original.encoder, tmp_path / "encoder_only")
+  fresh = BertPretrainer(CONFIG)
+  heads_before = [w.numpy() for w in fresh.next_sentence.weights]
+  assert not checkpoints.restore_pretrainer_weights(fresh, encoder_only)
+  assert_same_weights(fresh.encoder, original.encoder)
+  for before, after in zip(heads_before, fresh.next_sentence.weights):
+    np.testing.assert_array_equal(before, after.numpy())

@@ -8,7 +8,8 @@ command-line front end of `convert`.
 from official_bert.checkpoints.converter import (CONFIG_NAME, ENCODER_WEIGHTS, PRETRAINER_WEIGHTS,
                                                  VOCAB_NAME, convert, export_pretrained_dir,
                                                  load_encoder, load_pretrainer,
-                                                 restore_encoder_weights, write_dir)
+                                                 restore_encoder_weights,
+                                                 restore_pretrainer_weights, write_dir)
 from official_bert.checkpoints.huggingface import (hf_to_original, load_hf_checkpoint,
                                                    read_hf_config, read_hf_weights)
 from official_bert.checkpoints.tf1 import (CHECKPOINT_NAME, check_compatible,

@@ -146,7 +146,7 @@ def load_pretrainer(path, config=None, dtype=None):
 
 
 def restore_encoder_weights(encoder, path):
-  """Loads checkpoint weights into an existing encoder: the `--init_checkpoint` of training.
+  """Loads checkpoint weights into an existing encoder: the `--init_checkpoint` of fine-tuning.
 
   Args:
     encoder: a `BertEncoder`, or a task model (`BertClassifier`, ...) whose `.encoder` is one.
@@ -155,10 +155,46 @@ def restore_encoder_weights(encoder, path):
   """
   if not isinstance(encoder, BertEncoder):
     encoder = encoder.encoder
+  kind, location = _locate_compatible(encoder.config, path)
+  _restore(encoder, kind, location)
+
+
+def restore_pretrainer_weights(pretrainer, path):
+  """Loads the encoder and, where the checkpoint has them, the MLM and NSP heads of pre-training.
+
+  This is the `--init_checkpoint` of `run_pretraining.py`: an original checkpoint restores the
+  whole pre-training model, as in the original; one without heads (a Hugging Face encoder, a
+  converted encoder-only folder) initialises the encoder and leaves the heads fresh.
+
+  Args:
+    pretrainer: a `BertPretrainer`.
+    path: anything `load_encoder` accepts.
+
+  Returns:
+    True when the heads were restored too.
+  """
+  kind, location = _locate_compatible(pretrainer.config, path)
+  if _has_pretraining_heads(kind, location):
+    _restore(pretrainer, kind, location)
+    return True
+  logging.warning("%s holds no pre-training heads; only the encoder is initialised from it.", path)
+  _restore(pretrainer.encoder, kind, location)
+  return False
+
+
+def _locate_compatible(config, path):
   kind, location, config_file = _locate(path)
   if os.path.exists(config_file):
-    _check_same_architecture(encoder.config, _read_config(kind, config_file), config_file)
-  _restore(encoder, kind, location)
+    _check_same_architecture(config, _read_config(kind, config_file), config_file)
+  return kind, location
+
+
+def _has_pretraining_heads(kind, location):
+  if kind == KERAS:
+    return os.path.exists(os.path.join(location, PRETRAINER_WEIGHTS))
+  if kind == TF1:
+    return any(name.startswith("cls/") for name in tf1.list_tf1_variables(location))
+  return any(name.startswith("cls.") for name in huggingface.read_hf_weights(location))
 
 
 def _replace_into(staging, name, output_dir):

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from official_bert.layers.dropout import Dropout
+
 # Added to the scores of padding positions; large enough that their softmax weight is exactly zero
 # in float32, where the scores are computed.
 _MASKED_SCORE = -1e9
@@ -52,8 +54,7 @@ class SelfAttention(keras.layers.Layer):
                                   dtype=self.dtype_policy, name="qkv")
     self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer,
                                            dtype=self.dtype_policy, name="output_dense")
-    self.probs_dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy,
-                                              name="probs_dropout")
+    self.probs_dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="probs_dropout")
 
   def build(self, inputs_shape, mask_shape=None):
     self.qkv.build(inputs_shape)

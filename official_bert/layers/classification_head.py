@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from official_bert.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class ClassificationHead(keras.layers.Layer):
@@ -31,7 +33,7 @@ class ClassificationHead(keras.layers.Layer):
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+    self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=keras.initializers.TruncatedNormal(
             stddev=initializer_range), dtype=self.dtype_policy, name="dense")

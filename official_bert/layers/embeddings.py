@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from official_bert.layers.dropout import Dropout
+
 LAYER_NORM_EPSILON = 1e-12
 
 
@@ -56,7 +58,7 @@ class BertEmbeddings(keras.layers.Layer):
     # Layer norm statistics in float32 keep mixed-precision training stable.
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="layer_norm")
-    self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+    self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
   def build(self, word_ids_shape, type_ids_shape=None):
     self.word_embeddings.build(word_ids_shape)

@@ -5,6 +5,7 @@ from keras import ops
 
 from official_bert.layers.activations import get_activation
 from official_bert.layers.attention import SelfAttention
+from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -50,8 +51,7 @@ class TransformerBlock(keras.layers.Layer):
     policy = self.dtype_policy
     self.attention = SelfAttention(hidden_size, num_heads, attention_dropout_rate,
                                    initializer_range, dtype=policy, name="attention")
-    self.attention_dropout = keras.layers.Dropout(dropout_rate, dtype=policy,
-                                                  name="attention_dropout")
+    self.attention_dropout = Dropout(dropout_rate, dtype=policy, name="attention_dropout")
     # Layer norms in float32 keep mixed-precision training stable.
     self.attention_layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_layer_norm")
@@ -60,7 +60,7 @@ class TransformerBlock(keras.layers.Layer):
         dtype=policy, name="intermediate")
     self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer,
                                            dtype=policy, name="output_dense")
-    self.output_dropout = keras.layers.Dropout(dropout_rate, dtype=policy, name="output_dropout")
+    self.output_dropout = Dropout(dropout_rate, dtype=policy, name="output_dropout")
     self.output_layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_layer_norm")
 

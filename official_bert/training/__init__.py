@@ -1,0 +1,31 @@
+"""The training engine that pre-training and every fine-tuning script share.
+
+`EngineConfig` (config.py) says how to run: strategy (distribution.py), precision, XLA, the loop's
+rhythm, checkpoints, optimizer family. `create_optimizer` (optimization.py) builds BERT's AdamW or
+LAMB with the warmup + linear decay schedule. `Trainer` (trainer.py) trains, evaluates and
+predicts. `pretraining.py` is the pre-training task built on them; the fine-tuning tasks follow
+the same shape. A script goes from a model, a loss and datasets to results like this:
+
+    strategy = engine.setup()                     # an EngineConfig: strategy, precision, seeds
+    with strategy.scope():
+      model = BertClassifier(bert_config, num_classes=2)
+      optimizer = create_optimizer(engine.optimizer_type, 2e-5, num_steps, num_warmup_steps,
+                                   engine.weight_decay, dtype=engine.dtype)
+    trainer = Trainer(model, loss_fn, optimizer, strategy=strategy, model_dir=output_dir,
+                      config=engine, metrics_fn=metrics_fn)
+    if trainer.restore() == 0:                    # nothing to resume: start from pre-training
+      restore_encoder_weights(model, init_checkpoint)
+    trainer.train(train_dataset_fn, num_steps)    # resumes from model_dir's newest checkpoint
+    results = trainer.evaluate(eval_dataset_fn)   # {"loss": ..., "accuracy": ..., "examples": n}
+    outputs = trainer.predict(test_dataset_fn)    # {"logits": np.ndarray [examples, ...]}
+
+with `loss_fn(outputs, labels)` -> `{"loss": ..., ...}`, `metrics_fn(outputs, labels)` ->
+`{name: (total, count)}` and `dataset_fn(input_context)` -> per-replica batches of
+`(features, labels)` (see `trainer` for the details). `official_bert.cli.engine_flags` turns the
+shared command-line flags into an `EngineConfig`.
+"""
+
+from official_bert.training.config import EngineConfig
+from official_bert.training.distribution import get_strategy, is_chief
+from official_bert.training.optimization import WarmupLinearDecay, create_optimizer
+from official_bert.training.trainer import NonFiniteLossError, Trainer

@@ -1,0 +1,413 @@
+"""`Trainer`: the training, evaluation and prediction loops that every script shares.
+
+Its contract (the package docstring of `official_bert.training` shows a whole script):
+
+* `loss_fn(outputs, labels)` returns a dict of float scalars with at least `loss`, the value
+  minimised; the other entries are logged (e.g. `masked_lm_loss`). Each is a mean over the
+  replica's batch: as in the original TPU code, each replica's loss is its own batch mean and the
+  gradients are averaged over replicas.
+* `metrics_fn(outputs, labels)` (optional) returns `{name: (total, count)}`; a metric is
+  `sum(total) / sum(count)` over the logging interval or the whole evaluation set (accuracy:
+  correct predictions and predictions).
+* A `dataset_fn(input_context)` returns a `tf.data.Dataset` of per-replica batches
+  (`input_context.get_per_replica_batch_size(global_batch_size)`), reading the input pipeline's
+  shard (`input_context.input_pipeline_id` of `num_input_pipelines`). Training and evaluation
+  datasets yield `(features, labels)`; training ones repeat and drop the last partial batch,
+  evaluation ones end, and their final partial batch counts.
+
+The training loop runs `steps_per_loop` steps per `tf.function` call. Each step: the gradients of
+each replica's loss (over `gradient_accumulation_steps` micro-batches), summed over replicas,
+clipped to `clip_norm`, applied by the optimizer. A checkpoint (model, optimizer, step, dropout
+random state and, where possible, the input position) is written every `save_checkpoints_steps`;
+running the same command again resumes from the newest one. On one device the input position is
+restored exactly from the checkpointed `tf.data` iterator. `tf.distribute`'s distributed iterators
+cannot be checkpointed, so with several replicas (mirrored, multi-worker, TPU) the resumed input
+skips the batches already consumed instead, which repeats the same batches when the dataset is
+deterministic (seeded shuffles) at the cost of reading them again.
+A non-finite loss stops training with `NonFiniteLossError`; the state is not saved.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from official_bert.training import checkpointing, distribution, optimization, progress
+from official_bert.training.config import EngineConfig
+
+_ALL_STEPS = 2**31 - 1
+
+
+class NonFiniteLossError(FloatingPointError):
+  """A loss became NaN or infinite during training."""
+
+
+class Trainer:
+  """Trains, evaluates and runs a Keras model under a `tf.distribute` strategy.
+
+  Args:
+    model: a Keras model built in `strategy.scope()`, taking the datasets' features.
+    loss_fn: `loss_fn(outputs, labels)` -> dict of scalars with `loss` (see the module docstring).
+    optimizer: a Keras optimizer built in `strategy.scope()` (see `create_optimizer`); None for a
+      trainer that only evaluates and predicts.
+    strategy: the `tf.distribute.Strategy` (see `EngineConfig.setup`).
+    model_dir: where checkpoints and TensorBoard summaries (`train/`, `eval/`) go.
+    config: the `EngineConfig`.
+    metrics_fn: optional `metrics_fn(outputs, labels)` -> `{name: (total, count)}`.
+    data_checkpointing: how `train` restores the input position: `iterator` (checkpoint the
+      `tf.data` iterator; one replica only), `skip` (skip the consumed batches) or `auto`
+      (`iterator` on one replica, else `skip`).
+  """
+
+  def __init__(self, model, loss_fn, optimizer=None, *, strategy, model_dir,
+               config=EngineConfig(), metrics_fn=None, data_checkpointing="auto"):
+    if data_checkpointing not in ("auto", "iterator", "skip"):
+      raise ValueError(f"data_checkpointing must be auto, iterator or skip, got "
+                       f"{data_checkpointing!r}.")
+    self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
+    self.metrics_fn, self.strategy, self.model_dir, self.config = (
+        metrics_fn, strategy, model_dir, config)
+    # Distributed datasets are needed only with several replicas; a plain `tf.data` iterator
+    # serves one replica and, unlike a distributed one, can be checkpointed.
+    self._distributed = strategy.num_replicas_in_sync > 1 or distribution.is_tpu(strategy)
+    if data_checkpointing == "iterator" and self._distributed:
+      raise ValueError("data_checkpointing='iterator' needs a single replica; tf.distribute "
+                       "cannot checkpoint the iterators of distributed datasets.")
+    self.checkpoint_iterator = data_checkpointing != "skip" and not self._distributed
+    with strategy.scope():
+      self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      if optimizer is not None:
+        optimizer.build(model.trainable_variables)
+    # Dropout draws from Keras seed generators whose states Keras does not checkpoint; saving them
+    # makes a resumed run draw the same masks as an uninterrupted one.
+    random_states = [v for v in model.non_trainable_variables if v.name == "seed_generator_state"]
+    self._trackables = dict(model=model, global_step=self.global_step, random_states=random_states)
+    if optimizer is not None:
+      self._trackables["optimizer"] = optimizer
+    # XLA compiles the whole step of a single replica. With several, the optimizer's cross-replica
+    # synchronisation cannot sit inside an XLA program, and compiled pieces called from the
+    # replicas' threads do not keep to their replica's device, so their steps stay graphs.
+    compile_step = (lambda fn: tf.function(fn, jit_compile=True)) if (
+        config.enable_xla and not self._distributed) else (lambda fn: fn)
+    self._replica_train_step = compile_step(self._train_step)
+    self._replica_eval_step = compile_step(self._eval_step)
+    self._replica_predict_step = compile_step(self._predict)
+    self._train_loop = tf.function(self._loop)
+    self._eval_loop = tf.function(self._eval)
+    self._predict_step = tf.function(
+        lambda features: strategy.run(self._replica_predict_step, args=(features,)),
+        reduce_retracing=True)
+    self._spec = self._variables = None
+
+  # === Checkpoints ===
+
+  def latest_checkpoint(self):
+    """The newest checkpoint in `model_dir`, or None."""
+    return tf.train.latest_checkpoint(self.model_dir)
+
+  def restore(self, path=None):
+    """Restores model, optimizer, step and random state from a checkpoint.
+
+    Args:
+      path: a checkpoint prefix; the newest in `model_dir` by default.
+
+    Returns:
+      The global step restored, 0 when there is no checkpoint.
+    """
+    path = path or self.latest_checkpoint()
+    if path is None:
+      return 0
+    tf.train.Checkpoint(**self._trackables).read(path).expect_partial()
+    step = int(self.global_step.numpy())
+    logging.info("Restored %s (step %d).", path, step)
+    return step
+
+  # === Training ===
+
+  def train(self, dataset_fn, num_steps):
+    """Trains until the global step reaches `num_steps`, resuming from `model_dir`.
+
+    Args:
+      dataset_fn: `dataset_fn(input_context)` -> repeated dataset of per-replica
+        `(features, labels)` batches.
+      num_steps: the global step to stop at (the schedule's `num_train_steps`, usually).
+
+    Returns:
+      Dict of the last logging interval's averaged losses, metrics, `gradient_norm` and
+      `examples_per_second` (empty when the run had already reached `num_steps`).
+
+    Raises:
+      NonFiniteLossError: a loss became NaN or infinite; the newest checkpoint is the last good
+        state.
+    """
+    if self.optimizer is None:
+      raise ValueError("This Trainer has no optimizer; pass one to train.")
+    step = self.restore()
+    if step >= num_steps:
+      logging.info("Training already reached step %d of %d.", step, num_steps)
+      return {}
+    latest = self.latest_checkpoint()
+    resume_iterator = (self.checkpoint_iterator and latest is not None
+                       and checkpointing.holds_iterator(latest))
+    iterator = iter(self._dataset(dataset_fn, skip_steps=0 if resume_iterator else step))
+    data = {checkpointing.ITERATOR_KEY: iterator} if self.checkpoint_iterator else {}
+    checkpoint = tf.train.Checkpoint(**self._trackables, **data)
+    if resume_iterator:
+      checkpoint.read(latest).expect_partial()
+      logging.info("Resumed the input at step %d from the checkpointed iterator.", step)
+    elif step:
+      logging.info("Resumed the input at step %d by skipping the batches already used.", step)
+    self._prepare(with_gradients=True)
+    manager = checkpointing.checkpoint_manager(checkpoint, self.model_dir, self.strategy,
+                                               self.config.keep_checkpoint_max)
+    summary_dir = (os.path.join(self.model_dir, "train")
+                   if distribution.is_chief(self.strategy) else None)
+    reporter = progress.Progress(summary_dir, num_steps, step)
+    interval, values = None, {}
+    while step < num_steps:
+      steps = min(self._to_multiple(step, self.config.steps_per_loop),
+                  self._to_multiple(step, self.config.log_steps),
+                  self._to_multiple(step, self.config.save_checkpoints_steps), num_steps - step)
+      sums = _to_numpy(self._train_loop(iterator, tf.constant(steps, tf.int32)))
+      step = int(self.global_step.numpy())
+      self._check_finite(sums, step, latest=manager.latest_checkpoint)
+      interval = sums if interval is None else tf.nest.map_structure(np.add, interval, sums)
+      if step % self.config.log_steps == 0 or step == num_steps:
+        values = _averages(interval, steps=step - reporter.last_step)
+        values["gradient_norm"] = float(interval["gradient_norm"]) / (step - reporter.last_step)
+        values["examples_per_second"] = reporter.report(step, values, interval["examples"],
+                                                        self._learning_rate())
+        interval = None
+      if step % self.config.save_checkpoints_steps == 0 or step == num_steps:
+        checkpointing.save(manager, step, self.strategy)
+    return values
+
+  def _loop(self, iterator, steps):
+    """`steps` training steps in one `tf.function`, stopping early at a non-finite loss."""
+    sums = self._zeros(with_gradient_norm=True)
+    for _ in tf.range(steps):
+      logs = self._first_replica(self.strategy.run(self._replica_train_step, args=next(iterator)))
+      sums = tf.nest.map_structure(tf.add, sums, logs)
+      self.global_step.assign_add(1)
+      if not tf.reduce_all([tf.math.is_finite(v) for v in logs["losses"].values()]):
+        break
+    return sums
+
+  def _train_step(self, features, labels):
+    """One optimizer step on this replica's batch; returns losses and metrics of all replicas."""
+    grads, logs = self._local_gradients(features, labels)
+    replicas = self.strategy.num_replicas_in_sync
+    if replicas > 1:
+      grads, logs = tf.distribute.get_replica_context().all_reduce("sum", (grads, logs))
+    norm = tf.linalg.global_norm(grads) / optimization.loss_scale(self.optimizer)
+    if self.config.clip_norm:
+      grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
+    if replicas > 1:
+      # Keras' `apply` sums the gradients over replicas once more; each hands in its share of
+      # the (already summed and clipped) total.
+      grads = [g / replicas for g in grads]
+    self.optimizer.apply(grads, self._variables)
+    return dict(logs, gradient_norm=norm)
+
+  def _local_gradients(self, features, labels):
+    """Gradients and logs of this replica's batch, averaged over its micro-batches."""
+    steps = self.config.gradient_accumulation_steps
+    share = 1.0 / (self.strategy.num_replicas_in_sync * steps)
+    if steps == 1:
+      return self._micro_gradients(features, labels, share)
+    batch = tf.nest.flatten(features)[0].shape[0]
+    if batch is not None and batch % steps:
+      raise ValueError(f"The per-replica batch of {batch} examples does not split into "
+                       f"gradient_accumulation_steps={steps} equal micro-batches.")
+    micro = tf.nest.map_structure(
+        lambda t: tf.reshape(t, tf.concat([[steps, -1], tf.shape(t)[1:]], 0)), (features, labels))
+
+    def accumulate(i, grads, logs):
+      new_grads, new_logs = self._micro_gradients(
+          *tf.nest.map_structure(lambda t: t[i], micro), share)
+      grads = [g + n for g, n in zip(grads, new_grads)]
+      return i + 1, grads, tf.nest.map_structure(tf.add, logs, new_logs)
+
+    zeros = [tf.zeros(v.shape, v.dtype) for v in self._variables]
+    _, grads, logs = tf.while_loop(lambda i, *_: i < steps, accumulate,
+                                   (tf.constant(0), zeros, self._zeros()))
+    return grads, logs
+
+  def _micro_gradients(self, features, labels, share):
+    with tf.GradientTape() as tape:
+      logs = self._logs(features, labels, training=True)
+      loss = self.optimizer.scale_loss(logs["losses"]["loss"] * share)
+    # A table that is both looked up and multiplied (BERT's tied word embeddings) gets a sparse
+    # gradient with repeated rows, which `global_norm` would misread; densify.
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, self._variables)]
+    logs["losses"] = {name: value * share for name, value in logs["losses"].items()}
+    return grads, logs
+
+  def _learning_rate(self):
+    return float(self.optimizer.learning_rate.numpy())
+
+  def _check_finite(self, sums, step, latest):
+    bad = {name: value for name, value in sums["losses"].items() if not np.isfinite(value)}
+    if bad:
+      raise NonFiniteLossError(
+          f"Training stopped at step {step}: {', '.join(bad)} became "
+          f"{', '.join(str(v) for v in bad.values())}. The state was not saved; the newest "
+          f"checkpoint is {latest or 'none (no checkpoint was written yet)'}. Lower the learning "
+          "rate, use float32 or bfloat16, or check the input data.")
+
+  @staticmethod
+  def _to_multiple(step, every):
+    return every - step % every
+
+  # === Evaluation and prediction ===
+
+  def evaluate(self, dataset_fn, num_steps=None):
+    """Computes losses and metrics over a whole evaluation set (or its first `num_steps` steps).
+
+    Args:
+      dataset_fn: `dataset_fn(input_context)` -> finite dataset of per-replica
+        `(features, labels)` batches; a final partial batch counts.
+      num_steps: optional limit on the steps (global batches).
+
+    Returns:
+      Dict of floats: each `loss_fn` entry averaged over the examples, each `metrics_fn` entry as
+      `sum(total) / sum(count)` (these replace `loss_fn` entries of the same name), and
+      `examples`, the number of examples evaluated.
+    """
+    iterator = iter(self._dataset(dataset_fn))
+    self._prepare(with_gradients=False)
+    sums = _to_numpy(self._eval_loop(iterator, tf.constant(num_steps or _ALL_STEPS, tf.int32)))
+    if not sums["examples"]:
+      raise ValueError("The evaluation dataset is empty.")
+    results = dict(_averages(sums, steps=sums["examples"]), examples=int(sums["examples"]))
+    logging.info("Evaluation over %d examples: %s", results["examples"],
+                 "  ".join(f"{k} {v:.4g}" for k, v in results.items()))
+    return results
+
+  def _eval(self, iterator, steps):
+    sums = self._zeros()
+    for _ in tf.range(steps):
+      element = iterator.get_next_as_optional()
+      if not element.has_value():
+        break
+      logs = self._first_replica(
+          self.strategy.run(self._replica_eval_step, args=element.get_value()))
+      sums = tf.nest.map_structure(tf.add, sums, logs)
+    return sums
+
+  def _eval_step(self, features, labels):
+    logs = self._logs(features, labels, training=False)
+    examples = logs["examples"]
+    # A replica left without data at the end of the set gets an empty batch, whose mean is NaN.
+    logs["losses"] = {name: tf.where(examples > 0, value * examples, 0.0)
+                      for name, value in logs["losses"].items()}
+    if self._distributed:
+      logs = tf.distribute.get_replica_context().all_reduce("sum", logs)
+    return logs
+
+  def _predict(self, features):
+    return self.model(features, training=False)
+
+  def predict(self, dataset_fn, keep=()):
+    """Runs the model over a dataset and returns its outputs, one row per example.
+
+    Args:
+      dataset_fn: `dataset_fn(input_context)` -> finite dataset of per-replica batches of
+        features (or of `(features, labels)`, labels ignored).
+      keep: names of features to return beside the outputs (example ids, say).
+
+    Returns:
+      Dict of numpy arrays: the model's outputs and the kept features, in dataset order on one
+      machine; under multi-worker strategies each worker gets the outputs of its own shard.
+    """
+    results = {}
+    for element in self._dataset(dataset_fn):
+      features = element[0] if isinstance(element, tuple) else element
+      inputs = {name: value for name, value in features.items() if name not in keep}
+      outputs = self._predict_step(inputs)
+      if not isinstance(outputs, dict):
+        outputs = {"outputs": outputs}
+      outputs.update({name: features[name] for name in keep})
+      for name, value in outputs.items():
+        results.setdefault(name, []).extend(
+            local.numpy() for local in self.strategy.experimental_local_results(value))
+    return {name: np.concatenate(values) for name, values in results.items()}
+
+  # === Shared ===
+
+  def _dataset(self, dataset_fn, skip_steps=0):
+    """The dataset of `dataset_fn`, distributed over the replicas when there are several."""
+    def per_pipeline(input_context):
+      dataset = dataset_fn(input_context)
+      if skip_steps:
+        local_replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+        dataset = dataset.skip(skip_steps * local_replicas)
+      self._element_spec = dataset.element_spec
+      return dataset
+    if not self._distributed:
+      return per_pipeline(tf.distribute.InputContext())
+    return self.strategy.distribute_datasets_from_function(per_pipeline)
+
+  def _logs(self, features, labels, training):
+    """Model outputs -> `{"losses": {...}, "metrics": {name: (total, count)}, "examples": n}`."""
+    outputs = self.model(features, training=training)
+    losses = self.loss_fn(outputs, labels)
+    if not isinstance(losses, dict) or "loss" not in losses:
+      raise ValueError(f"loss_fn must return a dict with a 'loss' entry, got {losses!r}.")
+    metrics = self.metrics_fn(outputs, labels) if self.metrics_fn else {}
+    return {
+        "losses": {name: tf.cast(value, tf.float32) for name, value in losses.items()},
+        "metrics": {name: (tf.cast(total, tf.float32), tf.cast(count, tf.float32))
+                    for name, (total, count) in metrics.items()},
+        "examples": tf.cast(tf.shape(tf.nest.flatten(features)[0])[0], tf.float32),
+    }
+
+  def _prepare(self, with_gradients):
+    """Finds the structure of the logs and the variables that get gradients, by tracing once.
+
+    The loops sum the logs in `tf.function`s, which needs their structure before the first
+    step; a model may have variables the loss does not reach (the pooler of a span labeler),
+    which are left out of the update.
+    """
+    if self._spec is not None and (self._variables is not None or not with_gradients):
+      return
+    features, labels = self._element_spec
+    connected = []
+
+    def trace(features, labels):
+      with tf.GradientTape() as tape:
+        logs = self._logs(features, labels, training=True)
+      if with_gradients:
+        grads = tape.gradient(logs["losses"]["loss"], self.model.trainable_variables)
+        connected.extend(g is not None for g in grads)
+      return logs
+
+    outputs = tf.function(trace).get_concrete_function(features, labels).structured_outputs
+    self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
+    if with_gradients:
+      variables = self.model.trainable_variables
+      self._variables = [v for v, c in zip(variables, connected) if c]
+      unused = [v.path for v, c in zip(variables, connected) if not c]
+      if unused:
+        logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
+
+  def _zeros(self, with_gradient_norm=False):
+    zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self._spec)
+    return dict(zeros, gradient_norm=tf.zeros([])) if with_gradient_norm else zeros
+
+  def _first_replica(self, values):
+    return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], values)
+
+
+def _to_numpy(structure):
+  return tf.nest.map_structure(lambda t: t.numpy(), structure)
+
+
+def _averages(sums, steps):
+  """Losses divided by `steps` (steps or examples); metrics as total / count."""
+  values = {name: float(value / steps) for name, value in sums["losses"].items()}
+  values.update({name: float(total / count) if count else float("nan")
+                 for name, (total, count) in sums["metrics"].items()})
+  return values

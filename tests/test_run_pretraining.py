@@ -1,0 +1,105 @@
+"""`run_pretraining.py` with the original flags, and the engine flags every script shares."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from absl import flags
+
+from conftest import shared_data
+from official_bert import BertEncoder
+from official_bert.checkpoints import load_encoder
+from official_bert.cli import engine_flags
+from official_bert.training import EngineConfig
+from official_bert.training.pretraining import run_pretraining
+from test_training_loop import make_records, write_corpus, write_full_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+             "next_sentence_loss"}
+
+
+def read_eval_results(path):
+  with open(path, encoding="utf-8") as f:
+    return {key: float(value) for key, value in (line.split(" = ") for line in f)}
+
+
+@pytest.mark.slow
+def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_path):
+  corpus, vocab, vocab_size = write_corpus(str(tmp_path), num_documents=30)
+  records = str(tmp_path / "tf_examples.tfrecord")
+  make_records(corpus, vocab, records)
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps({
+      "vocab_size": vocab_size, "hidden_size": 32, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+      "hidden_act": "gelu", "type_vocab_size": 2, "initializer_range": 0.02,
+      "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}))
+  output_dir = tmp_path / "pretraining_output"
+
+  def run(num_train_steps):
+    command = [
+        sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--input_file={records}",
+        f"--output_dir={output_dir}", "--do_train=True", "--do_eval=True",
+        f"--bert_config_file={config}", "--train_batch_size=32", "--max_seq_length=32",
+        "--max_predictions_per_seq=5", f"--num_train_steps={num_train_steps}",
+        "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
+        "--iterations_per_loop=2", f"--vocab_file={vocab}", "--enable_xla=false"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-5000:]
+    return result.stderr
+
+  log = run(num_train_steps=4)
+  assert "step 4/4" in log
+  results = read_eval_results(output_dir / "eval_results.txt")
+  assert EVAL_KEYS <= set(results) and results["global_step"] == 4
+  assert 0 <= results["masked_lm_accuracy"] <= 1 and results["masked_lm_loss"] > 0
+
+  log = run(num_train_steps=6)  # the same command, further: resumes from step 4
+  assert "Restored" in log and "ckpt-4" in log and "step 6/6" in log and "step 2/" not in log
+  assert read_eval_results(output_dir / "eval_results.txt")["global_step"] == 6
+
+  encoder = load_encoder(str(output_dir / "pretrained"))
+  assert encoder.config.vocab_size == vocab_size
+  assert (output_dir / "pretrained" / "vocab.txt").read_text() == open(vocab).read()
+
+
+def test_engine_and_tpu_flags_map_to_the_engine_config():
+  values = flags.FlagValues()
+  engine_flags.define_engine_flags(values)
+  engine_flags.define_tpu_flags(values)
+  values(["prog", "--iterations_per_loop=7", "--dtype=bfloat16", "--use_tpu=True",
+          "--tpu_name=my-tpu", "--tpu_zone=us-central1-b", "--clip_norm=0"])
+  config = engine_flags.engine_config_from_flags(values, save_checkpoints_steps=50)
+  assert config.steps_per_loop == 7 and config.dtype == "bfloat16"
+  assert (config.distribution_strategy, config.tpu, config.tpu_zone) == ("tpu", "my-tpu",
+                                                                         "us-central1-b")
+  assert config.save_checkpoints_steps == 50 and config.clip_norm is None
+  assert config.enable_xla and config.optimizer_type == "adamw" and config.weight_decay == 0.01
+
+
+def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
+  original_dir = shared_data("checkpoints/tf1_tiny_random")  # hidden 4, vocab 15, 16 positions
+  records = write_full_records(str(tmp_path / "records.tfrecord"), 32, vocab_size=15,
+                               seq_length=16)
+  results = run_pretraining(
+      bert_config_file=str(original_dir / "bert_config.json"), input_file=records,
+      output_dir=str(tmp_path / "out"), do_train=True, do_eval=True,
+      init_checkpoint=str(original_dir / "bert_model.ckpt"), max_seq_length=16,
+      max_predictions_per_seq=5, train_batch_size=8, learning_rate=1e-5, num_train_steps=2,
+      num_warmup_steps=0, vocab_file=str(original_dir / "vocab.txt"),
+      engine=EngineConfig(enable_xla=False, steps_per_loop=1, log_steps=1))
+  assert results["global_step"] == 2 and np.isfinite(results["masked_lm_loss"])
+  original = load_encoder(str(original_dir / "bert_model.ckpt"))
+  trained = load_encoder(str(tmp_path / "out" / "pretrained"))
+  fresh = BertEncoder(original.config)
+  # Two Adam steps at 1e-5 move each weight by at most 2e-5 from the checkpoint's values.
+  for start, end, new in zip(original.trainable_weights, trained.trainable_weights,
+                             fresh.trainable_weights):
+    np.testing.assert_allclose(end.numpy(), start.numpy(), atol=1e-4, err_msg=start.path)
+  assert max(np.abs(n.numpy() - s.numpy()).max()
+             for s, n in zip(original.trainable_weights, fresh.trainable_weights)) > 1e-2
