@@ -1,0 +1,359 @@
+"""SavedModels for TF Serving, one function per task model, written by `keras.export.ExportArchive`.
+
+Every export is self-contained (the vocabulary is in `assets/`, the WordPiece model a graph
+constant) and needs only TensorFlow and tensorflow-text's ops to run: `import tensorflow_text`
+before `tf.saved_model.load`; TF Serving builds include them. Its signatures, with B the batch,
+S = `max_seq_length`, `seq` any length up to the config's `max_position_embeddings`:
+
+Classifier (`export_classifier`); every signature gives the same outputs: float32 `logits`,
+`probabilities` [B, classes], int32 `label_id` [B], string `label` [B] (the label name; the id as
+text without labels), or for regression float32 `logits` [B, 1] and `score` [B].
+  serving_default   `text` string [B], or `text_a`, `text_b` for a sentence-pair model
+  serve_token_ids   `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, seq]
+  serve_examples    `examples` string [B]: serialized `tf.Example`s with the original int64
+                    features `input_ids`, `input_mask`, `segment_ids` of length S
+
+Span labeler (`export_span_labeler`, SQuAD):
+  serving_default   `question`, `context` string [B] -> float32 `start_logits`, `end_logits`
+                    [B, S]; string `answer_text`, int32 `answer_start`, `answer_end` (Unicode
+                    characters of the context, end exclusive), float32 `answer_score` [B]
+  serve_token_ids   the three int32 [B, seq] -> `start_logits`, `end_logits` [B, seq]
+
+Encoder (`export_encoder`, like TF Hub's BERT encoders):
+  serving_default   `text` string [B]              -> float32 `sequence_output` [B, S, H],
+  serve_text_pair   `text_a`, `text_b` string [B]     `pooled_output` [B, H], `encoder_outputs`
+                                                      [layers, B, S, H] (every layer, stacked),
+                                                      int32 `input_mask` [B, S]
+  serve_token_ids   the three int32 [B, seq]       -> the same but `input_mask`
+
+Token classifier (`export_token_classifier`):
+  serving_default   `text` string [B] -> string `tokens` [B, S] (the WordPieces, `[CLS]`, `[SEP]`,
+                    `[PAD]`; "##" marks a word's continuation), int32 `input_mask` [B, S], float32
+                    `logits`, `probabilities` [B, S, tags], int32 `label_id`, string `label` [B, S]
+  serve_token_ids   the three int32 [B, seq] -> `logits`, `probabilities`, `label_id`, `label`
+
+Multiple choice (`export_multiple_choice`, SWAG):
+  serving_default   `context` string [B], `endings` string [B, choices] -> float32 `logits`,
+                    `probabilities` [B, choices], int32 `choice` [B]. For SWAG, each ending is
+                    `sent2 + " " + ending_i`, joined by the client.
+  serve_token_ids   the three int32 [B, choices, seq] -> the same
+
+Raw text longer than S is truncated as in training (longest segment first); a SQuAD context keeps
+its first window only.
+"""
+
+import os
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from official_bert import tokenization
+from official_bert.export import archive as archive_lib
+from official_bert.export import signatures
+from official_bert.export import span_answers
+from official_bert.export.model_dir import load_task_model
+from official_bert.networks import BertEncoder
+
+DEFAULT_MAX_SEQ_LENGTH = 128
+DEFAULT_MAX_QUERY_LENGTH = 64
+DEFAULT_MAX_ANSWER_LENGTH = 30
+
+
+def _text_packer(model, vocab_file, do_lower_case, max_seq_length):
+  limit = model.config.max_position_embeddings
+  if not 3 <= max_seq_length <= limit:
+    raise ValueError(f"max_seq_length must be between 3 and the model's max_position_embeddings "
+                     f"({limit}), got {max_seq_length}.")
+  packer = signatures.TextPacker(vocab_file, do_lower_case, max_seq_length)
+  if packer.tokenizer.vocab_size > model.config.vocab_size:
+    raise ValueError(f"{vocab_file} has {packer.tokenizer.vocab_size} tokens, more than the "
+                     f"model's vocab_size {model.config.vocab_size}: not this model's vocabulary.")
+  return packer
+
+
+def _new_archive(text_packer):
+  # The endpoints find the model's variables themselves; tracking the whole model as well would
+  # only make `write_out` walk (and trace) every layer once more.
+  archive = keras.export.ExportArchive()
+  text_packer.track(archive)
+  return archive
+
+
+def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
+                      labels=None, sentence_pair=False, overwrite=False):
+  """Exports a `BertClassifier` (see the module docstring for its signatures).
+
+  Args:
+    model: the trained `BertClassifier`; `num_classes=1` exports a regression model.
+    export_dir: the SavedModel folder to write.
+    vocab_file: the model's `vocab.txt`.
+    do_lower_case: whether the model is uncased.
+    max_seq_length: length of the packed raw-text inputs and of `serve_examples` features.
+    labels: optional label names by class id (the `label` output).
+    sentence_pair: raw text comes as `text_a`, `text_b` (MRPC, MNLI, ...) instead of `text`.
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+
+  Example:
+
+    export_classifier(model, "/tmp/sst2_savedmodel", vocab_file="vocab.txt",
+                      do_lower_case=True, max_seq_length=128, labels=["0", "1"])
+    served = tf.saved_model.load("/tmp/sst2_savedmodel")   # after `import tensorflow_text`
+    served.signatures["serving_default"](text=tf.constant(["a gripping film"]))["label"]
+  """
+  archive_lib.check_export_dir(export_dir, overwrite)
+  regression = model.num_classes == 1
+  if labels is not None and len(labels) != model.num_classes:
+    raise ValueError(f"{len(labels)} labels given for a model with {model.num_classes} classes.")
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+
+  def outputs(inputs):
+    logits = model(inputs, training=False)["logits"]
+    if regression:
+      return signatures.regression_outputs(logits)
+    return signatures.class_outputs(logits, labels)
+
+  archive = _new_archive(text_packer)
+  if sentence_pair:
+    archive.add_endpoint("serving_default",
+                         lambda text_a, text_b: outputs(text_packer(text_a, text_b)),
+                         signatures.string_specs("text_a", "text_b"))
+  else:
+    archive.add_endpoint("serving_default", lambda text: outputs(text_packer(text)),
+                         signatures.string_specs("text"))
+  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+                       signatures.token_id_specs())
+  archive.add_endpoint(
+      "serve_examples",
+      lambda examples: outputs(signatures.parse_examples(examples, max_seq_length)),
+      signatures.string_specs("examples"))
+  return archive_lib.write_archive(archive, export_dir, overwrite)
+
+
+def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
+                        max_query_length=DEFAULT_MAX_QUERY_LENGTH,
+                        max_answer_length=DEFAULT_MAX_ANSWER_LENGTH, overwrite=False):
+  """Exports a `BertSpanLabeler` that answers (question, context) in-graph.
+
+  Args:
+    model: the trained `BertSpanLabeler`.
+    export_dir: the SavedModel folder to write.
+    vocab_file: the model's `vocab.txt`.
+    do_lower_case: whether the model is uncased.
+    max_seq_length: length of the packed question and context.
+    max_query_length: questions are cut to this many WordPieces (`run_squad.py`'s flag).
+    max_answer_length: longest answer in WordPieces (`run_squad.py`'s flag).
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+  """
+  archive_lib.check_export_dir(export_dir, overwrite)
+  if max_query_length + 3 >= max_seq_length:
+    raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
+                     f"{max_query_length}-piece question; raise it above max_query_length + 3.")
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+  squad_inputs = span_answers.SquadInputs(text_packer, max_query_length)
+
+  def logits(inputs):
+    outputs = model(inputs, training=False)
+    return {name: tf.cast(outputs[name], tf.float32) for name in ("start_logits", "end_logits")}
+
+  def answer(question, context):
+    inputs, layout = squad_inputs(question, context)
+    outputs = logits(inputs)
+    outputs.update(span_answers.best_answer(context, outputs["start_logits"],
+                                            outputs["end_logits"], layout, max_answer_length))
+    return outputs
+
+  archive = _new_archive(text_packer)
+  archive.add_endpoint("serving_default", answer, signatures.string_specs("question", "context"))
+  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(logits),
+                       signatures.token_id_specs())
+  return archive_lib.write_archive(archive, export_dir, overwrite)
+
+
+def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
+                   overwrite=False):
+  """Exports a `BertEncoder` (or a task model's `.encoder`) as a text embedding model.
+
+  Args:
+    model: a `BertEncoder`, or a task model whose encoder is exported.
+    export_dir: the SavedModel folder to write.
+    vocab_file: the model's `vocab.txt`.
+    do_lower_case: whether the model is uncased.
+    max_seq_length: length of the packed raw-text inputs.
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+  """
+  archive_lib.check_export_dir(export_dir, overwrite)
+  encoder = model if isinstance(model, BertEncoder) else model.encoder
+  text_packer = _text_packer(encoder, vocab_file, do_lower_case, max_seq_length)
+
+  def outputs(inputs):
+    return signatures.encoder_outputs(encoder(inputs, training=False))
+
+  def text_outputs(*texts):
+    inputs = text_packer(*texts)
+    return {**outputs(inputs), "input_mask": inputs["input_mask"]}
+
+  archive = _new_archive(text_packer)
+  archive.add_endpoint("serving_default", lambda text: text_outputs(text),
+                       signatures.string_specs("text"))
+  archive.add_endpoint("serve_text_pair", lambda text_a, text_b: text_outputs(text_a, text_b),
+                       signatures.string_specs("text_a", "text_b"))
+  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+                       signatures.token_id_specs())
+  return archive_lib.write_archive(archive, export_dir, overwrite)
+
+
+def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
+                            labels=None, overwrite=False):
+  """Exports a `BertTokenClassifier` that tags the WordPieces of raw text.
+
+  Args:
+    model: the trained `BertTokenClassifier`.
+    export_dir: the SavedModel folder to write.
+    vocab_file: the model's `vocab.txt`.
+    do_lower_case: whether the model is uncased.
+    max_seq_length: length of the packed raw-text inputs.
+    labels: optional tag names by id (the `label` output).
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+  """
+  archive_lib.check_export_dir(export_dir, overwrite)
+  if labels is not None and len(labels) != model.num_classes:
+    raise ValueError(f"{len(labels)} labels given for a model with {model.num_classes} tags.")
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+
+  def outputs(inputs):
+    return signatures.class_outputs(model(inputs, training=False)["logits"], labels)
+
+  def tag_text(text):
+    inputs = text_packer(text)
+    tokens = text_packer.tokenizer.ids_to_tokens(inputs["input_word_ids"])
+    return {**outputs(inputs), "tokens": tokens, "input_mask": inputs["input_mask"]}
+
+  archive = _new_archive(text_packer)
+  archive.add_endpoint("serving_default", tag_text, signatures.string_specs("text"))
+  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+                       signatures.token_id_specs())
+  return archive_lib.write_archive(archive, export_dir, overwrite)
+
+
+def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
+                           overwrite=False):
+  """Exports a `BertMultipleChoice` that scores the endings of a context.
+
+  Args:
+    model: the trained `BertMultipleChoice`.
+    export_dir: the SavedModel folder to write.
+    vocab_file: the model's `vocab.txt`.
+    do_lower_case: whether the model is uncased.
+    max_seq_length: length of each packed (context, ending) pair.
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+  """
+  archive_lib.check_export_dir(export_dir, overwrite)
+  num_choices = model.num_choices
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+
+  def outputs(inputs):
+    logits = tf.cast(model(inputs, training=False)["logits"], tf.float32)
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+            "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+  def choose(context, endings):
+    # Each context once through the tokenizer, then repeated for its endings.
+    context_ids = text_packer.tokenizer(context)
+    repeated = tf.gather(context_ids, tf.repeat(tf.range(tf.shape(context)[0]), num_choices))
+    pairs = text_packer(repeated, text_packer.tokenizer(tf.reshape(endings, [-1])))
+    return outputs({name: tf.reshape(tensor, [-1, num_choices, max_seq_length])
+                    for name, tensor in pairs.items()})
+
+  archive = _new_archive(text_packer)
+  archive.add_endpoint("serving_default", choose,
+                       [tf.TensorSpec([None], tf.string, name="context"),
+                        tf.TensorSpec([None, num_choices], tf.string, name="endings")])
+  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+                       signatures.token_id_specs((None, num_choices, None)))
+  return archive_lib.write_archive(archive, export_dir, overwrite)
+
+
+def export_task_model(model, task_info, export_dir, *, max_seq_length=None, do_lower_case=None,
+                      overwrite=False):
+  """Exports a model with the signatures of its task.
+
+  Args:
+    model: the model `load_task_model` returned (or the in-memory one that was saved).
+    task_info: its `TaskInfo`.
+    export_dir: the SavedModel folder to write.
+    max_seq_length: overrides `task_info.max_seq_length` (default 128 when neither is set).
+    do_lower_case: overrides `task_info.do_lower_case`; required when that is unknown.
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+  """
+  max_seq_length = max_seq_length or task_info.max_seq_length or DEFAULT_MAX_SEQ_LENGTH
+  if do_lower_case is None:
+    do_lower_case = task_info.do_lower_case
+  if do_lower_case is None:
+    raise ValueError(f"Whether {task_info.vocab_file}'s model is cased is unknown: pass "
+                     "do_lower_case (--do_lower_case).")
+  common = dict(vocab_file=task_info.vocab_file, do_lower_case=do_lower_case,
+                max_seq_length=max_seq_length, overwrite=overwrite)
+  extra = task_info.extra
+  logging.info("Exporting the %s model to %s (max_seq_length %d, do_lower_case %s).",
+               task_info.task, export_dir, max_seq_length, do_lower_case)
+  if task_info.task in ("classification", "regression"):
+    return export_classifier(model, export_dir, labels=task_info.labels,
+                             sentence_pair=bool(extra.get("sentence_pair", False)), **common)
+  if task_info.task == "span":
+    return export_span_labeler(
+        model, export_dir,
+        max_query_length=extra.get("max_query_length", DEFAULT_MAX_QUERY_LENGTH),
+        max_answer_length=extra.get("max_answer_length", DEFAULT_MAX_ANSWER_LENGTH), **common)
+  if task_info.task == "token_classification":
+    return export_token_classifier(model, export_dir, labels=task_info.labels, **common)
+  if task_info.task == "multiple_choice":
+    return export_multiple_choice(model, export_dir, **common)
+  return export_encoder(model, export_dir, **common)
+
+
+def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_case=None,
+                     overwrite=False):
+  """Exports the model of a fine-tuned (or pre-trained) folder: `export_saved_model.py`.
+
+  Args:
+    model_dir: a folder written by `save_task_model`, or a pre-trained folder (its encoder).
+    export_dir: the SavedModel folder to write.
+    max_seq_length: overrides the folder's `max_seq_length` (default 128 when it has none).
+    do_lower_case: overrides the folder's `do_lower_case`; required for a pre-trained folder
+      that does not record it.
+    overwrite: replace a non-empty `export_dir`.
+
+  Returns:
+    `export_dir`.
+
+  Example:
+
+    export_model_dir("/tmp/mrpc_output", "/tmp/mrpc_savedmodel")
+  """
+  archive_lib.check_export_dir(export_dir, overwrite)
+  model, task_info = load_task_model(model_dir)
+  if do_lower_case is None:
+    do_lower_case = task_info.do_lower_case
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(do_lower_case, os.fspath(model_dir))
+  return export_task_model(model, task_info, export_dir, max_seq_length=max_seq_length,
+                           do_lower_case=do_lower_case, overwrite=overwrite)

@@ -1,0 +1,115 @@
+"""What the serving signatures share: input specs, in-graph text packing and output heads."""
+
+import tensorflow as tf
+
+from official_bert.networks.bert_encoder import INPUT_NAMES
+from official_bert.preprocessing import BertInputPacker, BertTokenizerLayer
+
+# The original TFRecord feature names, in the order of the encoder inputs they feed.
+EXAMPLE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def token_id_specs(shape=(None, None)):
+  """Input specs of a `serve_token_ids` signature: the three int32 encoder inputs."""
+  return [tf.TensorSpec(shape, tf.int32, name=name) for name in INPUT_NAMES]
+
+
+def string_specs(*names, shape=(None,)):
+  """One string input spec per name."""
+  return [tf.TensorSpec(shape, tf.string, name=name) for name in names]
+
+
+def on_token_ids(outputs_fn):
+  """The `serve_token_ids` function: its three named inputs, as a dict, into `outputs_fn`."""
+
+  def serve_token_ids(input_word_ids, input_mask, input_type_ids):
+    return outputs_fn(dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids))))
+
+  return serve_token_ids
+
+
+def parse_examples(serialized, seq_length):
+  """Serialized `tf.Example`s with the original int64 features -> the encoder's int32 inputs.
+
+  Args:
+    serialized: string `[batch]`, each a `tf.Example` with `input_ids`, `input_mask` and
+      `segment_ids` of `seq_length` int64 values (as the original `run_classifier.py` wrote them).
+    seq_length: their length.
+
+  Returns:
+    The encoder's input dict, int32 `[batch, seq_length]`.
+  """
+  features = tf.io.parse_example(
+      serialized, {name: tf.io.FixedLenFeature([seq_length], tf.int64)
+                   for name in EXAMPLE_FEATURES})
+  return {input_name: tf.cast(features[feature_name], tf.int32)
+          for feature_name, input_name in zip(EXAMPLE_FEATURES, INPUT_NAMES)}
+
+
+class TextPacker:
+  """Raw strings -> the encoder inputs in-graph: `BertTokenizerLayer`, then `BertInputPacker`.
+
+  The layers are those of the data pipeline's in-graph path, so a served model sees the same ids
+  as in training (`FullTokenizer` and longest-first truncation).
+
+  Args:
+    vocab_file: the `vocab.txt`; it travels in the SavedModel's `assets/`.
+    do_lower_case: whether the model is uncased.
+    seq_length: length of the packed sequences.
+  """
+
+  def __init__(self, vocab_file, do_lower_case, seq_length):
+    self.tokenizer = BertTokenizerLayer(vocab_file, do_lower_case, name="tokenizer")
+    # `ExportArchive.track` takes only built layers.
+    self.tokenizer(tf.constant([""]))
+    # Zero padding, as the data pipeline writes it, whatever the vocabulary's [PAD] id.
+    self.packer = BertInputPacker(seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id,
+                                  pad_id=0, name="packer")
+    self.seq_length = seq_length
+
+  def track(self, archive):
+    """Tracks the tokenizer's vocabulary table (and so its asset) in an `ExportArchive`."""
+    archive.track(self.tokenizer)
+
+  def __call__(self, *segments):
+    """Packs one or two string tensors `[batch]` (or ragged ids) into the encoder's inputs."""
+    ids = [self.tokenizer(segment) if segment.dtype == tf.string else segment
+           for segment in segments]
+    return self.packer(ids)
+
+
+def class_outputs(logits, labels, axis_name="label"):
+  """Outputs of a softmax head: logits, probabilities, the argmax and its name.
+
+  Args:
+    logits: `[..., classes]`.
+    labels: label names by class id, or None to name classes by their ids.
+    axis_name: the prefix of the predicted-class outputs (`label`, `label_id`).
+
+  Returns:
+    A dict: float32 `logits` and `probabilities` `[..., classes]`, int32 `<axis_name>_id` and
+    string `<axis_name>` `[...]`.
+  """
+  logits = tf.cast(logits, tf.float32)
+  class_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+  if labels is None:
+    names = tf.strings.as_string(class_id)
+  else:
+    names = tf.gather(tf.constant([str(label) for label in labels], tf.string), class_id)
+  return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+          f"{axis_name}_id": class_id, axis_name: names}
+
+
+def regression_outputs(logits):
+  """Outputs of a one-unit regression head: `logits` `[batch, 1]` and `score` `[batch]`."""
+  logits = tf.cast(logits, tf.float32)
+  return {"logits": logits, "score": logits[:, 0]}
+
+
+def encoder_outputs(outputs):
+  """The encoder's dict with `encoder_outputs` stacked to `[layers, batch, seq, hidden]`."""
+  return {
+      "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+      "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+      "encoder_outputs": tf.cast(tf.stack(outputs["encoder_outputs"]), tf.float32),
+  }

@@ -1,0 +1,553 @@
+"""Tests of the SavedModel exports.
+
+Every exported kind is loaded and run in a separate process that imports only TensorFlow and
+tensorflow-text (as TF Serving runs it), after the vocabulary files and model folders it came from
+are deleted and the exports moved; its outputs must match the in-process Keras model on the ids
+the data pipeline (`FullTokenizer` and the feature converters) gives.
+"""
+
+import base64
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from conftest import SHARED_DATA, shared_data
+from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
+                           BertSpanLabeler, BertTokenClassifier, export_pretrained_dir)
+from official_bert import tokenization
+from official_bert.data import classifier_data, classifier_features, conll, squad, swag
+from official_bert.export import (export_classifier, export_model_dir, export_multiple_choice,
+                                  export_span_labeler, export_token_classifier, save_task_model)
+
+SMALL_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
+    "ran", "in", "park", "did", "it", "is", "not", "cafe", "cr", "##eme", "where", "what", "who",
+    "again", "and", "to", "later", "##n", "##s", "##ed", ".", ",", "?", "!", "'", ":", "-", "t",
+]
+TEXTS = ["The cat sat on the mat.", "A dog ran in the park, didn't it?",
+         "Café crème: the cat is not a dog!", "Zebras sat -- where? " + "the cat " * 20]
+PAIRS = [("The cat sat on the mat.", "A dog sat on the mat?"),
+         ("Did the dog run?", "It ran in the park."), ("cats", "dogs " * 20)]
+SQUAD_WRITTEN = [("The cat sat on the mat. Later, the dog ran in the park, and the cat sat again!",
+                  ["Where did the dog run?", "What sat on the mat?"])]
+TAGGED_WRITTEN = [["The", "cat", "sat", "on", "the", "mat", "."],
+                  ["A", "dog", "ran", "in", "Café", "park", "!"]]
+SWAG_WRITTEN = [("The cat sat on the mat.", "The dog",
+                 ["ran in the park.", "sat on the cat.", "is not a cat!", "did it again?"])]
+TAGS = ["O", "B-person", "I-person"]
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+TOLERANCE = dict(atol=1e-5, rtol=1e-5)
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "export_saved_model.py"
+REAL_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
+# Real inputs for the kinds that use the real vocabulary; written ones when a clone lacks them.
+REAL_FILES = ("vocab/bert-base-uncased-vocab.txt", "glue/SST-2/dev.tsv", "squad/dev-v1.1.json",
+              "ner/wnut17/dev.conll", "swag/sample.jsonl")
+# saved_model_cli loads each folder it shows; three kinds cover string, int and 3-D inputs.
+CLI_FOLDERS = ("classifier", "span", "multiple_choice")
+
+# Runs in the serving-like process: only tensorflow and tensorflow_text may be imported. It starts
+# with the exports (importing TensorFlow takes seconds) and reads from stdin the requests and the
+# folders to show with `saved_model_cli show --all` (the installed script, run in this process).
+_LOADER = r"""
+import base64, contextlib, io, json, runpy, sys
+sys.modules["official_bert"] = None  # any import of it fails: the SavedModels must not need it
+import tensorflow as tf
+import tensorflow_text  # registers the tf.text ops, as TF Serving builds have them
+import tensorflow.python.tools.saved_model_cli
+
+def to_json(tensor):
+  value = tensor.numpy()
+  if value.dtype == object:
+    return json.loads(json.dumps(value.tolist(), default=lambda b: b.decode("utf-8")))
+  return value.tolist()
+
+job = json.load(sys.stdin)
+models, results = {}, {}
+for request in job["requests"]:
+  if request["dir"] not in models:
+    models[request["dir"]] = tf.saved_model.load(request["dir"])
+  function = models[request["dir"]].signatures[request["signature"]]
+  inputs = {}
+  for name, (dtype, value) in request["inputs"].items():
+    if dtype == "base64":
+      inputs[name] = tf.constant([base64.b64decode(v) for v in value])
+    else:
+      inputs[name] = tf.constant(value, dtype=dtype)
+  results[request["key"]] = {name: to_json(t) for name, t in function(**inputs).items()}
+signatures = {
+    directory: {name: {key: [spec.dtype.name, spec.shape.as_list()]
+                       for key, spec in function.structured_input_signature[1].items()}
+                for name, function in model.signatures.items()}
+    for directory, model in models.items()}
+shown = {}
+for directory in job["show"]:
+  sys.argv = [job["cli"], "show", "--dir", directory, "--all"]
+  with contextlib.redirect_stdout(io.StringIO()) as text:
+    try:
+      runpy.run_path(job["cli"], run_name="__main__")
+    except SystemExit as exit_:
+      assert not exit_.code, exit_.code
+  shown[directory] = text.getvalue()
+json.dump({"results": results, "signatures": signatures, "cli": shown}, sys.stdout)
+"""
+
+
+def _write_vocab(path, tokens):
+  path.parent.mkdir(parents=True)
+  path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def _as_inputs(features):
+  """The model inputs of a list of features with the original field names."""
+  return {"input_word_ids": np.array([f.input_ids for f in features], np.int32),
+          "input_mask": np.array([f.input_mask for f in features], np.int32),
+          "input_type_ids": np.array([f.segment_ids for f in features], np.int32)}
+
+
+def _array_inputs(features):
+  """The model inputs of features that hold them as arrays (CoNLL, SWAG)."""
+  return {name: np.asarray(getattr(features, name), np.int32)
+          for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+
+def _ids_request(key, directory, inputs):
+  return {"key": key, "dir": directory, "signature": "serve_token_ids",
+          "inputs": {name: ["int32", value.tolist()] for name, value in inputs.items()}}
+
+
+def _text_request(key, directory, signature="serving_default", **texts):
+  return {"key": key, "dir": directory, "signature": signature,
+          "inputs": {name: ["string", value] for name, value in texts.items()}}
+
+
+def _softmax(logits):
+  exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+  return exp / exp.sum(axis=-1, keepdims=True)
+
+
+class _Exports:
+  """Builds every export, the in-process expectations, and the requests for the loader."""
+
+  def __init__(self, root):
+    self.root = root
+    self.build = root / "build"
+    self.real = all((SHARED_DATA / path).exists() for path in REAL_FILES)
+    self.small_vocab = _write_vocab(root / "small" / "vocab.txt", SMALL_VOCAB)
+    self.real_vocab = None
+    if self.real:
+      self.real_vocab = str(root / "real" / "vocab.txt")
+      os.makedirs(root / "real")
+      shutil.copyfile(REAL_VOCAB, self.real_vocab)
+    self.requests, self.expected, self.vocab_of = [], {}, {}
+    self.script = None
+
+  def _vocab(self):
+    """The real uncased vocabulary and its size when present, else the small one."""
+    if self.real:
+      return self.real_vocab, len(tokenization.load_vocab(self.real_vocab))
+    return self.small_vocab, len(SMALL_VOCAB)
+
+  def _dir(self, name, vocab_file):
+    self.vocab_of[name] = vocab_file
+    return str(self.build / name)
+
+  def classifier(self):
+    vocab_file, size = self._vocab()
+    texts = TEXTS
+    if self.real:
+      rows = (SHARED_DATA / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8")
+      texts = [line.split("\t")[0] for line in rows.splitlines()[1:7]]
+    model = BertClassifier(BertConfig(vocab_size=size, **TINY), num_classes=2)
+    directory = self._dir("classifier", vocab_file)
+    export_classifier(model, directory, vocab_file=vocab_file, do_lower_case=True,
+                      max_seq_length=32, labels=["negative", "positive"])
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    features = [classifier_features.convert_single_example(
+        classifier_data.InputExample(f"dev-{i}", text), ["0", "1"], 32, tokenizer)
+                for i, text in enumerate(texts)]
+    inputs = _as_inputs(features)
+    logits = np.asarray(model(inputs)["logits"])
+    self.expected["classifier"] = logits
+    examples = [base64.b64encode(classifier_features.to_tf_example(f).SerializeToString())
+                .decode("ascii") for f in features]
+    self.requests += [
+        _text_request("classifier/text", directory, text=texts),
+        _ids_request("classifier/ids", directory, inputs),
+        {"key": "classifier/examples", "dir": directory, "signature": "serve_examples",
+         "inputs": {"examples": ["base64", examples]}},
+    ]
+
+  def pair_regression(self, env):
+    """Through the fine-tuned folder and the `export_saved_model.py` script, in a subprocess."""
+    model = BertClassifier(BertConfig(vocab_size=len(SMALL_VOCAB), **TINY), num_classes=1)
+    model_dir = self.root / "stsb_output"
+    save_task_model(model, model_dir, task="regression", vocab_file=self.small_vocab,
+                    do_lower_case=True, max_seq_length=24, extra={"sentence_pair": True})
+    directory = self._dir("pair_regression", str(model_dir / "vocab.txt"))
+    self.script = subprocess.Popen(
+        [sys.executable, str(SCRIPT), f"--model_dir={model_dir}", f"--export_dir={directory}"],
+        cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tokenizer = tokenization.FullTokenizer(self.small_vocab, do_lower_case=True)
+    features = [classifier_features.convert_single_example(
+        classifier_data.InputExample(f"dev-{i}", a, b, 0.0), [], 24, tokenizer,
+        is_regression=True) for i, (a, b) in enumerate(PAIRS)]
+    self.expected["pair_regression"] = np.asarray(model(_as_inputs(features))["logits"])
+    self.requests.append(_text_request("pair/text", directory, text_a=[a for a, _ in PAIRS],
+                                       text_b=[b for _, b in PAIRS]))
+
+  def span(self):
+    vocab_file, size = self._vocab()
+    paragraphs = SQUAD_WRITTEN
+    if self.real:
+      with open(SHARED_DATA / "squad" / "dev-v1.1.json", encoding="utf-8") as f:
+        articles = json.load(f)["data"][:2]
+      paragraphs = [(a["paragraphs"][0]["context"],
+                     [qa["question"] for qa in a["paragraphs"][0]["qas"][:2]]) for a in articles]
+    squad_file = self.root / "squad.json"
+    squad_file.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": [{"id": f"{p}-{q}", "question": question, "answers": []}
+                                     for q, question in enumerate(questions)]}
+        for p, (context, questions) in enumerate(paragraphs)]}]}))
+    model = BertSpanLabeler(BertConfig(vocab_size=size, **TINY))
+    directory = self._dir("span", vocab_file)
+    export_span_labeler(model, directory, vocab_file=vocab_file, do_lower_case=True,
+                        max_seq_length=64, max_query_length=12, max_answer_length=6)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    examples, _ = squad.read_squad_examples(str(squad_file), is_training=False)
+    features = [f for f in squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=64, doc_stride=32, max_query_length=12,
+        is_training=False) if f.doc_span_index == 0]
+    outputs = model(_as_inputs(features))
+    contexts = [context for context, questions in paragraphs for _ in questions]
+    self.expected["span"] = {
+        "start_logits": np.asarray(outputs["start_logits"]),
+        "end_logits": np.asarray(outputs["end_logits"]),
+        "features": features, "contexts": contexts, "tokenizer": tokenizer}
+    self.requests += [
+        _text_request("span/text", directory, question=[e.question_text for e in examples],
+                      context=contexts),
+        _ids_request("span/ids", directory, _as_inputs(features)),
+        _text_request("span/empty", directory, question=["where?"], context=[""]),
+    ]
+
+  def encoder(self):
+    """A pre-trained folder, exported through `export_model_dir`."""
+    encoder = BertEncoder(BertConfig(vocab_size=len(SMALL_VOCAB), **TINY))
+    pretrained = self.root / "pretrained"
+    export_pretrained_dir(encoder, encoder.config, pretrained, vocab_file=self.small_vocab)
+    directory = self._dir("encoder", str(pretrained / "vocab.txt"))
+    export_model_dir(pretrained, directory, do_lower_case=True, max_seq_length=24)
+    tokenizer = tokenization.FullTokenizer(self.small_vocab, do_lower_case=True)
+    expected, inputs = {}, {}
+    for name, pairs in (("single", [(text, None) for text in TEXTS]), ("pair", PAIRS)):
+      features = [classifier_features.convert_single_example(
+          classifier_data.InputExample(str(i), a, b), ["0"], 24, tokenizer)
+                  for i, (a, b) in enumerate(pairs)]
+      inputs[name] = _as_inputs(features)
+      outputs = encoder(inputs[name])
+      expected[name] = {"sequence_output": np.asarray(outputs["sequence_output"]),
+                        "pooled_output": np.asarray(outputs["pooled_output"]),
+                        "encoder_outputs": np.stack(outputs["encoder_outputs"]),
+                        "input_mask": inputs[name]["input_mask"]}
+    self.expected["encoder"] = expected
+    self.requests += [
+        _text_request("encoder/text", directory, text=TEXTS),
+        _text_request("encoder/pair", directory, "serve_text_pair",
+                      text_a=[a for a, _ in PAIRS], text_b=[b for _, b in PAIRS]),
+        _ids_request("encoder/ids", directory, inputs["pair"]),
+    ]
+
+  def tagger(self):
+    vocab_file, size = self._vocab()
+    sentences = [conll.TaggedSentence(tuple(words), None, "written", 1)
+                 for words in TAGGED_WRITTEN]
+    if self.real:
+      sentences = [conll.TaggedSentence(s.words, None, s.path, s.line) for s in
+                   conll.read_conll_file(str(SHARED_DATA / "ner" / "wnut17" / "dev.conll"))[:4]]
+    model = BertTokenClassifier(BertConfig(vocab_size=size, **TINY), num_classes=len(TAGS))
+    directory = self._dir("tagger", vocab_file)
+    export_token_classifier(model, directory, vocab_file=vocab_file, do_lower_case=True,
+                            max_seq_length=64, labels=TAGS)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    features = conll.convert_sentences_to_features(sentences, TAGS, tokenizer, 64)
+    assert len(features.sentence_index) == len(sentences), "a sentence was split"
+    inputs = _array_inputs(features)
+    texts = [" ".join(s.words) for s in sentences]
+    tokens = [["[CLS]", *tokenizer.tokenize(text), "[SEP]"] for text in texts]
+    self.expected["tagger"] = {
+        "logits": np.asarray(model(inputs)["logits"]),
+        "tokens": [row + ["[PAD]"] * (64 - len(row)) for row in tokens]}
+    self.requests += [_text_request("tagger/text", directory, text=texts),
+                      _ids_request("tagger/ids", directory, inputs)]
+
+  def multiple_choice(self):
+    vocab_file, size = self._vocab()
+    examples = [swag.SwagExample(str(i), context, start, tuple(endings), None)
+                for i, (context, start, endings) in enumerate(SWAG_WRITTEN)]
+    if self.real:
+      examples = swag.read_swag_examples(str(SHARED_DATA / "swag" / "sample.jsonl"))[:3]
+    model = BertMultipleChoice(BertConfig(vocab_size=size, **TINY), num_choices=4)
+    directory = self._dir("multiple_choice", vocab_file)
+    export_multiple_choice(model, directory, vocab_file=vocab_file, do_lower_case=True,
+                           max_seq_length=40)
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    features = swag.convert_examples_to_features(examples, tokenizer, 40)
+    inputs = _array_inputs(features)
+    self.expected["multiple_choice"] = np.asarray(model(inputs)["logits"])
+    self.requests += [
+        _text_request("choice/text", directory, context=[e.context for e in examples],
+                      endings=[[f"{e.start_ending} {ending}" for ending in e.endings]
+                               for e in examples]),
+        _ids_request("choice/ids", directory, inputs)]
+
+
+@pytest.fixture(name="served", scope="module")
+def fixture_served(tmp_path_factory):
+  """Exports every kind, deletes their sources, moves them, and runs them in other processes."""
+  root = tmp_path_factory.mktemp("exports")
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  loader = subprocess.Popen([sys.executable, "-c", _LOADER], cwd=root, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+  exports = _Exports(root)
+  try:
+    exports.pair_regression(env)
+    for build in (exports.classifier, exports.span, exports.encoder, exports.tagger,
+                  exports.multiple_choice):
+      build()
+    script_output = exports.script.communicate(timeout=300)[0]
+    assert exports.script.returncode == 0, f"export_saved_model.py failed:\n{script_output}"
+    vocab_contents = {name: pathlib.Path(path).read_bytes()
+                      for name, path in exports.vocab_of.items()}
+    for folder in ("small", "real", "stsb_output", "pretrained"):
+      shutil.rmtree(root / folder, ignore_errors=True)
+    moved = root / "moved"
+    os.rename(exports.build, moved)
+    job = json.dumps({"requests": exports.requests, "cli": cli,
+                      "show": [str(exports.build / name) for name in CLI_FOLDERS]})
+    stdout, stderr = loader.communicate(job.replace(str(exports.build), str(moved)),
+                                        timeout=300)
+    assert loader.returncode == 0, f"the loading process failed:\n{stderr[-3000:]}"
+  finally:
+    for process in (loader, exports.script):
+      if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()
+  loaded = json.loads(stdout)
+  return {"results": loaded["results"], "signatures": loaded["signatures"],
+          "cli": loaded["cli"], "expected": exports.expected, "moved": moved,
+          "vocab_contents": vocab_contents, "real": exports.real}
+
+
+def _close(actual, expected):
+  np.testing.assert_allclose(np.asarray(actual, np.float32), expected, **TOLERANCE)
+
+
+@pytest.mark.slow
+def test_signatures_and_their_inputs(served):
+  signatures = {os.path.basename(folder): value
+                for folder, value in served["signatures"].items()}
+  ids = {name: ["int32", [None, None]]
+         for name in ("input_word_ids", "input_mask", "input_type_ids")}
+  string = ["string", [None]]
+  assert signatures["classifier"] == {
+      "serving_default": {"text": string}, "serve_token_ids": ids,
+      "serve_examples": {"examples": string}}
+  assert signatures["pair_regression"]["serving_default"] == {"text_a": string, "text_b": string}
+  assert signatures["span"] == {"serving_default": {"question": string, "context": string},
+                                "serve_token_ids": ids}
+  assert signatures["encoder"] == {"serving_default": {"text": string},
+                                   "serve_text_pair": {"text_a": string, "text_b": string},
+                                   "serve_token_ids": ids}
+  assert signatures["tagger"] == {"serving_default": {"text": string}, "serve_token_ids": ids}
+  assert signatures["multiple_choice"] == {
+      "serving_default": {"context": string, "endings": ["string", [None, 4]]},
+      "serve_token_ids": {name: ["int32", [None, 4, None]] for name in ids}}
+
+
+@pytest.mark.slow
+def test_saved_model_cli_lists_the_signatures(served):
+  sections = served["cli"]
+  assert sorted(sections) == [str(served["moved"] / name) for name in sorted(CLI_FOLDERS)]
+  for folder, text in sections.items():
+    names = served["signatures"][folder]
+    for name, inputs in names.items():
+      assert f"signature_def['{name}']:" in text
+      for input_name in inputs:
+        assert f"inputs['{input_name}'] tensor_info:" in text
+  classifier = sections[str(served["moved"] / "classifier")]
+  assert "dtype: DT_STRING" in classifier and "outputs['probabilities']" in classifier
+  assert "Method name is: tensorflow/serving/predict" in classifier
+
+
+@pytest.mark.slow
+def test_vocabulary_travels_in_the_assets(served):
+  for name, content in served["vocab_contents"].items():
+    assets = served["moved"] / name / "assets"
+    files = os.listdir(assets)
+    assert len(files) == 1
+    assert (assets / files[0]).read_bytes() == content
+
+
+@pytest.mark.slow
+def test_real_vocabulary_and_data_were_served(served):
+  for path in REAL_FILES:
+    shared_data(path)
+  assert served["real"]
+  for name in ("classifier", "span", "tagger", "multiple_choice"):
+    assert served["vocab_contents"][name] == REAL_VOCAB.read_bytes()
+
+
+@pytest.mark.slow
+def test_classifier_matches_the_keras_model(served):
+  logits = served["expected"]["classifier"]
+  for key in ("classifier/text", "classifier/ids", "classifier/examples"):
+    result = served["results"][key]
+    _close(result["logits"], logits)
+    _close(result["probabilities"], _softmax(logits))
+    assert result["label_id"] == logits.argmax(-1).tolist()
+    assert result["label"] == [["negative", "positive"][i] for i in logits.argmax(-1)]
+
+
+@pytest.mark.slow
+def test_pair_regression_from_the_model_folder_matches(served):
+  result = served["results"]["pair/text"]
+  _close(result["score"], served["expected"]["pair_regression"][:, 0])
+  _close(result["logits"], served["expected"]["pair_regression"])
+
+
+def _expected_span(features, start_logits, end_logits, max_answer_length=6):
+  """The best (start, end) over each feature's context tokens, by brute force."""
+  spans = []
+  for feature, starts, ends in zip(features, start_logits, end_logits):
+    context = sorted(feature.token_to_orig_map)
+    spans.append(max(((s, e) for s in context for e in context if 0 <= e - s < max_answer_length),
+                     key=lambda span: starts[span[0]] + ends[span[1]]))
+  return spans
+
+
+@pytest.mark.slow
+def test_span_labeler_matches_and_answers_in_graph(served):
+  expected = served["expected"]["span"]
+  for key in ("span/text", "span/ids"):
+    _close(served["results"][key]["start_logits"], expected["start_logits"])
+    _close(served["results"][key]["end_logits"], expected["end_logits"])
+  result = served["results"]["span/text"]
+  tokenizer = expected["tokenizer"]
+  spans = _expected_span(expected["features"], expected["start_logits"], expected["end_logits"])
+  for i, (feature, context, (start, end)) in enumerate(
+      zip(expected["features"], expected["contexts"], spans)):
+    text = result["answer_text"][i]
+    begin, stop = result["answer_start"][i], result["answer_end"][i]
+    assert context[begin:stop] == text
+    assert result["answer_score"][i] == pytest.approx(
+        expected["start_logits"][i][start] + expected["end_logits"][i][end], abs=1e-4)
+    # The answer is the best span widened to whole words: its pieces are the context's pieces
+    # from `first` on, they cover [start, end], and the widening adds only "##" pieces.
+    pieces = tokenizer.tokenize(context)
+    start, end = start - min(feature.token_to_orig_map), end - min(feature.token_to_orig_map)
+    first = len(tokenizer.tokenize(context[:begin]))
+    last = first + len(tokenizer.tokenize(text)) - 1
+    assert pieces[first:last + 1] == tokenizer.tokenize(text)
+    assert first <= start <= end <= last
+    assert all(piece.startswith("##") for piece in pieces[first + 1:start + 1])
+    assert all(piece.startswith("##") for piece in pieces[end + 1:last + 1])
+  empty = served["results"]["span/empty"]
+  assert empty["answer_text"] == [""] and empty["answer_start"] == [0]
+  assert empty["answer_score"] == [float("-inf")]
+
+
+@pytest.mark.slow
+def test_encoder_from_a_pretrained_folder_matches(served):
+  expected = served["expected"]["encoder"]
+  for key, name in (("encoder/text", "single"), ("encoder/pair", "pair"), ("encoder/ids", "pair")):
+    result = served["results"][key]
+    for output in ("sequence_output", "pooled_output", "encoder_outputs"):
+      _close(result[output], expected[name][output])
+    if key != "encoder/ids":
+      assert result["input_mask"] == expected[name]["input_mask"].tolist()
+  assert np.asarray(served["results"]["encoder/text"]["encoder_outputs"]).shape == (2, 4, 24, 32)
+
+
+@pytest.mark.slow
+def test_token_classifier_matches_and_returns_the_wordpieces(served):
+  expected = served["expected"]["tagger"]
+  for key in ("tagger/text", "tagger/ids"):
+    result = served["results"][key]
+    _close(result["logits"], expected["logits"])
+    _close(result["probabilities"], _softmax(expected["logits"]))
+    assert result["label"] == [[TAGS[i] for i in row] for row in expected["logits"].argmax(-1)]
+  assert served["results"]["tagger/text"]["tokens"] == expected["tokens"]
+
+
+@pytest.mark.slow
+def test_multiple_choice_matches(served):
+  logits = served["expected"]["multiple_choice"]
+  for key in ("choice/text", "choice/ids"):
+    result = served["results"][key]
+    _close(result["logits"], logits)
+    _close(result["probabilities"], _softmax(logits))
+    assert result["choice"] == logits.argmax(-1).tolist()
+
+
+@pytest.fixture(name="small_classifier")
+def fixture_small_classifier(tmp_path):
+  vocab_file = _write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
+  model = BertClassifier(BertConfig(vocab_size=len(SMALL_VOCAB), hidden_size=16,
+                                    num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=32), num_classes=2)
+  return model, dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=16)
+
+
+def test_refuses_a_non_empty_export_dir(tmp_path, small_classifier):
+  model, options = small_classifier
+  export_dir = tmp_path / "export"
+  export_dir.mkdir()
+  (export_dir / "keep.txt").write_text("precious")
+  with pytest.raises(FileExistsError, match="overwrite=True"):
+    export_classifier(model, export_dir, **options)
+  assert os.listdir(export_dir) == ["keep.txt"]
+
+
+def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_classifier, monkeypatch):
+  model, options = small_classifier
+  export_dir = tmp_path / "exports" / "1"
+  export_classifier(model, export_dir, **options)
+  fingerprint = (export_dir / "fingerprint.pb").read_bytes()
+
+  def write_half_then_fail(self, filepath, **kwargs):
+    os.makedirs(os.path.join(filepath, "variables"))
+    with open(os.path.join(filepath, "saved_model.pb"), "wb") as f:
+      f.write(b"half")
+    raise OSError("disk full")
+
+  monkeypatch.setattr(type(keras.export.ExportArchive()), "write_out", write_half_then_fail)
+  with pytest.raises(OSError, match="disk full"):
+    export_classifier(model, export_dir, overwrite=True, **options)
+  with pytest.raises(OSError, match="disk full"):
+    export_classifier(model, tmp_path / "exports" / "2", **options)
+  assert os.listdir(tmp_path / "exports") == ["1"]
+  assert (export_dir / "fingerprint.pb").read_bytes() == fingerprint
+  assert sorted(os.listdir(export_dir)) == ["assets", "fingerprint.pb", "saved_model.pb",
+                                            "variables"]
+
+
+def test_invalid_arguments_fail_before_writing(tmp_path, small_classifier):
+  model, options = small_classifier
+  with pytest.raises(ValueError, match="3 labels given for a model with 2 classes"):
+    export_classifier(model, tmp_path / "a", labels=["x", "y", "z"], **options)
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    export_classifier(model, tmp_path / "b", **{**options, "max_seq_length": 1000})
+  span = BertSpanLabeler(model.config)
+  with pytest.raises(ValueError, match="max_query_length"):
+    export_span_labeler(span, tmp_path / "c", max_query_length=14, **options)
+  assert os.listdir(tmp_path) == ["vocab"]
