@@ -1,0 +1,97 @@
+"""absl flags that every fine-tuning script shares (`run_classifier.py`, `run_squad.py`, ...).
+
+The names, meanings and defaults are those of the original google-research/bert scripts; a script
+whose original had other defaults changes them after defining the flags, e.g. for SQuAD
+`flags.FLAGS.set_default("max_seq_length", 384)`. A script's shape:
+
+    fine_tuning_flags.define_fine_tuning_flags()   # + the engine and TPU flags
+    flags.DEFINE_string("data_dir", None, ...)     # the task's own flags
+
+    def main(_):
+      fine_tuning_flags.validate_flags()           # the original checks, before any work
+      my_task.run(..., config=fine_tuning_flags.fine_tuning_config_from_flags())
+
+    if __name__ == "__main__":
+      flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
+      app.run(main)
+"""
+
+from absl import flags
+
+from official_bert.cli import engine_flags
+from official_bert.configs import BertConfig
+from official_bert.tasks import fine_tuning
+
+FLAGS = flags.FLAGS
+REQUIRED_FLAGS = ["bert_config_file", "vocab_file", "output_dir"]
+
+
+def define_fine_tuning_flags():
+  """Defines the shared fine-tuning flags, the engine flags and the original TPU flags."""
+  flags.DEFINE_string("bert_config_file", None,
+                      "The config json file corresponding to the pre-trained BERT model. This "
+                      "specifies the model architecture.")
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_string("output_dir", None,
+                      "The output directory where the model checkpoints, results and the "
+                      "fine-tuned model will be written. A run with the same directory resumes.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (usually from a pre-trained BERT model): an original "
+                      "TF1 bert_model.ckpt, a converted folder or a Hugging Face folder.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Whether to lower case the input text. Should be True for uncased models and "
+                    "False for cased models.")
+  flags.DEFINE_integer("max_seq_length", 128,
+                       "The maximum total input sequence length after WordPiece tokenization. "
+                       "Sequences longer than this will be truncated, and sequences shorter than "
+                       "this will be padded.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+  flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test "
+                    "set.")
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Proportion of training to perform linear learning rate warmup for. "
+                     "E.g., 0.1 = 10% of training.")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+  flags.DEFINE_string("export_dir", None,
+                      "If set, export the fine-tuned model as a serving SavedModel here.")
+  engine_flags.define_engine_flags()
+  engine_flags.define_tpu_flags()
+
+
+def fine_tuning_config_from_flags():
+  """Builds the `FineTuningConfig` (with its `EngineConfig`) from the parsed flags.
+
+  Returns:
+    A `fine_tuning.FineTuningConfig`.
+  """
+  return fine_tuning.FineTuningConfig(
+      output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint,
+      train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+      predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
+      num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
+      export_dir=FLAGS.export_dir,
+      engine=engine_flags.engine_config_from_flags(
+          save_checkpoints_steps=FLAGS.save_checkpoints_steps))
+
+
+def validate_flags():
+  """The original scripts' checks: raises `ValueError` before any work on a misuse.
+
+  At least one of `--do_train`, `--do_eval`, `--do_predict`; `--do_lower_case` agrees with what
+  `--init_checkpoint` says of its casing; `--max_seq_length` fits the model's
+  `max_position_embeddings`.
+  """
+  if not FLAGS.bert_config_file:
+    raise ValueError("--bert_config_file is required.")
+  fine_tuning.validate_run(
+      do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
+      bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
+      max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
+      init_checkpoint=FLAGS.init_checkpoint)

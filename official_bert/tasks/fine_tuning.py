@@ -1,0 +1,343 @@
+"""The fine-tuning runner that every task script shares (classifier, SQuAD, SWAG, NER, ...).
+
+A task supplies what is its own: a model factory, a loss, optional training metrics and its input
+functions. The runner does the rest the same way for every task, as the original scripts did:
+
+* sets up the engine (`EngineConfig.setup()`: strategy, precision, seeds) and builds the model and
+  the optimizer in the strategy's scope;
+* turns epochs into steps: `num_train_steps = int(num_examples / train_batch_size *
+  num_train_epochs)`, `num_warmup_steps = int(num_train_steps * warmup_proportion)`;
+* resumes from the newest checkpoint in `output_dir`, and otherwise starts the encoder from
+  `init_checkpoint` (an original TF1 checkpoint, a converted folder or a Hugging Face folder);
+* trains, evaluates and predicts with `official_bert.training.Trainer`, writes `eval_results.txt`
+  (`key = value` lines, sorted) and saves or exports the fine-tuned model.
+
+An input function is `input_fn(batch_size, input_context)`: it returns a `tf.data.Dataset` of
+batches of `batch_size` examples (the per-replica share of the run's train, eval or predict batch
+size, which the runner works out), reading the input pipeline's shard of
+`input_context` (a `tf.distribute.InputContext`). Training datasets repeat and yield
+`(features, labels)`; evaluation datasets end; prediction datasets yield features (or
+`(features, labels)`, labels ignored).
+
+Example (a classifier on `create_classifier_dataset` records; `classification.py` is the full
+version):
+
+    config = FineTuningConfig(output_dir="/tmp/out", init_checkpoint="uncased_L-2_H-128_A-2/")
+    runner = FineTuningRunner(lambda: BertClassifier(bert_config, 2), loss_fn, config,
+                              num_train_examples=3668)
+    runner.train(train_input_fn)                  # resumes when /tmp/out holds a checkpoint
+    results = runner.evaluate(eval_input_fn)      # {"eval_loss": ..., "global_step": ...}
+    runner.write_eval_results(results)            # /tmp/out/eval_results.txt
+    logits = runner.predict(test_input_fn)["logits"]
+    runner.save(task="classification", vocab_file="vocab.txt", do_lower_case=True,
+                max_seq_length=128)                 # the model folder; a SavedModel with export_dir
+
+Tasks that score whole sets from predictions (F1 over spans, correlations) call `predict` with
+`batch_size=config.eval_batch_size` and name their scores with `eval_results`.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+from official_bert import export, tokenization
+from official_bert.checkpoints import restore_encoder_weights
+from official_bert.training import distribution, progress
+from official_bert.training.config import EngineConfig
+from official_bert.training.optimization import create_optimizer
+from official_bert.training.trainer import Trainer
+
+EVAL_RESULTS = "eval_results.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningConfig:
+  """The hyper-parameters every fine-tuning task shares (the original scripts' flags).
+
+  Args:
+    output_dir: checkpoints, TensorBoard summaries, `eval_results.txt`, the task's outputs and
+      the saved model go here; a run with the same `output_dir` resumes.
+    init_checkpoint: starting weights of the encoder: an original TF1 checkpoint (prefix or
+      folder), a converted folder or a Hugging Face folder; None trains from scratch. Ignored when
+      `output_dir` holds a checkpoint.
+    train_batch_size: global training batch (all replicas).
+    eval_batch_size: global evaluation batch.
+    predict_batch_size: global prediction batch.
+    learning_rate: the peak learning rate of the warmup + linear decay schedule.
+    num_train_epochs: passes over the training examples (may be fractional).
+    warmup_proportion: fraction of the training steps spent warming the learning rate up.
+    export_dir: where `export` writes a serving SavedModel; None for no export.
+    engine: the `EngineConfig` (strategy, precision, checkpoint rhythm, optimizer, seeds).
+  """
+
+  output_dir: str
+  init_checkpoint: Optional[str] = None
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  export_dir: Optional[str] = None
+  engine: EngineConfig = EngineConfig()
+
+  def __post_init__(self):
+    if not self.output_dir:
+      raise ValueError("output_dir is required.")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
+    if self.learning_rate <= 0 or self.num_train_epochs <= 0:
+      raise ValueError(f"learning_rate and num_train_epochs must be positive, got "
+                       f"{self.learning_rate} and {self.num_train_epochs}.")
+    if not 0 <= self.warmup_proportion <= 1:
+      raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
+
+
+def training_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
+  """Epochs -> optimizer steps, rounded down as in the original scripts.
+
+  Args:
+    num_examples: training examples (features, for tasks that split long documents).
+    train_batch_size: global training batch.
+    num_train_epochs: passes over the examples.
+    warmup_proportion: fraction of the steps used for warmup.
+
+  Returns:
+    `(num_train_steps, num_warmup_steps)`.
+
+  Example:
+
+  >>> training_steps(3668, 32, 3.0, 0.1)
+  (343, 34)
+  """
+  num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
+  if num_train_steps < 1:
+    raise ValueError(f"{num_examples} training examples in batches of {train_batch_size} for "
+                     f"{num_train_epochs} epochs make no training step; lower train_batch_size "
+                     "or raise num_train_epochs.")
+  return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def validate_run(*, do_train, do_eval, do_predict, bert_config, max_seq_length,
+                 do_lower_case=None, init_checkpoint=None):
+  """The checks of the original scripts, before any work: raises `ValueError` on a misuse.
+
+  Args:
+    do_train, do_eval, do_predict: what the run does; at least one must be True.
+    bert_config: the model's `BertConfig`.
+    max_seq_length: the sequence length; at most `bert_config.max_position_embeddings`.
+    do_lower_case: the tokenizer's casing, checked against what `init_checkpoint` says of itself
+      (`tokenization.validate_case_matches_checkpoint`); None skips that check.
+    init_checkpoint: the starting checkpoint, if any.
+  """
+  if not (do_train or do_eval or do_predict):
+    raise ValueError("At least one of do_train, do_eval or do_predict must be True.")
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
+                     f"only trained up to sequence length {bert_config.max_position_embeddings} "
+                     "(max_position_embeddings).")
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+
+
+def write_eval_results(path, results):
+  """Writes `results` as the original `key = value` lines, sorted by key, atomically.
+
+  Args:
+    path: the file, e.g. `output_dir/eval_results.txt`.
+    results: dict of names to numbers.
+  """
+  logging.info("***** Eval results *****")
+  lines = []
+  for key in sorted(results):
+    logging.info("  %s = %s", key, results[key])
+    lines.append(f"{key} = {results[key]}\n")
+  write_file(path, "".join(lines))
+
+
+def write_file(path, text):
+  """Writes a text file under a temporary name in the same folder, then renames it into place.
+
+  An interrupted run thus never leaves a file that looks complete.
+
+  Args:
+    path: the file (a local path or any `tf.io.gfile` URL).
+    text: its content.
+  """
+  temporary = f"{path}.tmp-{os.getpid()}"
+  try:
+    with tf.io.gfile.GFile(temporary, "w") as f:
+      f.write(text)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+
+
+class FineTuningRunner:
+  """Builds a task model under the engine's strategy and trains, evaluates and predicts with it.
+
+  Creating the runner sets up the engine, builds the model (and, when `num_train_examples` is
+  given, the optimizer and its schedule), restores the newest checkpoint of `output_dir` or else
+  loads `init_checkpoint` into the encoder.
+
+  Args:
+    model_fn: `model_fn()` -> a Keras task model with an `.encoder` (`BertClassifier`, ...);
+      called once, inside the strategy's scope.
+    loss_fn: `loss_fn(outputs, labels)` -> dict of scalars with `loss` (see `Trainer`).
+    config: the `FineTuningConfig`.
+    metrics_fn: optional `metrics_fn(outputs, labels)` -> `{name: (total, count)}`, logged during
+      training and averaged over the evaluation set by `evaluate`.
+    num_train_examples: training examples, which set the step count with the batch size and
+      epochs; None for a run that does not train (no optimizer is built).
+
+  Attributes:
+    strategy: the `tf.distribute.Strategy`.
+    model: the task model.
+    trainer: the `Trainer`.
+    num_train_steps, num_warmup_steps: the schedule (0 without `num_train_examples`).
+    is_chief: whether this machine writes files (always, outside multi-worker training).
+  """
+
+  def __init__(self, model_fn, loss_fn, config, *, metrics_fn=None, num_train_examples=None):
+    self.config = config
+    self.num_train_steps = self.num_warmup_steps = 0
+    if num_train_examples is not None:
+      self.num_train_steps, self.num_warmup_steps = training_steps(
+          num_train_examples, config.train_batch_size, config.num_train_epochs,
+          config.warmup_proportion)
+    engine = config.engine
+    self.strategy = engine.setup()  # first: multi-worker set-up must precede other TF work
+    tf.io.gfile.makedirs(config.output_dir)
+    with self.strategy.scope():
+      self.model = model_fn()
+      optimizer = None
+      if num_train_examples is not None:
+        optimizer = create_optimizer(engine.optimizer_type, config.learning_rate,
+                                     self.num_train_steps, self.num_warmup_steps,
+                                     engine.weight_decay, dtype=engine.dtype)
+    self.trainer = Trainer(self.model, loss_fn, optimizer, strategy=self.strategy,
+                           model_dir=config.output_dir, config=engine, metrics_fn=metrics_fn)
+    self.is_chief = distribution.is_chief(self.strategy)
+    if self.trainer.restore() == 0 and config.init_checkpoint:
+      restore_encoder_weights(self.model, config.init_checkpoint)
+      logging.info("Initialised the encoder from %s.", config.init_checkpoint)
+
+  @property
+  def global_step(self):
+    """The number of training steps taken so far (restored ones included)."""
+    return int(self.trainer.global_step.numpy())
+
+  def _dataset_fn(self, input_fn, global_batch_size):
+    return lambda input_context: input_fn(
+        input_context.get_per_replica_batch_size(global_batch_size), input_context)
+
+  def train(self, input_fn, num_steps=None):
+    """Trains to `num_train_steps`, resuming from the newest checkpoint in `output_dir`.
+
+    Args:
+      input_fn: `input_fn(batch_size, input_context)` -> repeated dataset of
+        `(features, labels)` batches.
+      num_steps: stop at this global step instead (the schedule still ends at
+        `num_train_steps`, so a later call continues the same run).
+
+    Returns:
+      The last logging interval's losses and metrics.
+    """
+    if not self.num_train_steps:
+      raise ValueError("This runner was built without num_train_examples; it cannot train.")
+    logging.info("***** Running training *****  batch size %d, %d steps (%d warmup)",
+                 self.config.train_batch_size, self.num_train_steps, self.num_warmup_steps)
+    return self.trainer.train(self._dataset_fn(input_fn, self.config.train_batch_size),
+                              min(num_steps or self.num_train_steps, self.num_train_steps))
+
+  def evaluate(self, input_fn, prefix="eval"):
+    """Averages the losses and metrics over a whole evaluation set.
+
+    Args:
+      input_fn: `input_fn(batch_size, input_context)` -> finite dataset of
+        `(features, labels)` batches.
+      prefix: the results' names are `<prefix>_<name>`, e.g. `eval_loss`, `eval_accuracy`.
+
+    Returns:
+      Dict: each loss and metric as `<prefix>_<name>`, and `global_step`.
+    """
+    logging.info("***** Running evaluation *****  batch size %d", self.config.eval_batch_size)
+    results = self.trainer.evaluate(self._dataset_fn(input_fn, self.config.eval_batch_size))
+    results.pop("examples")
+    return self.eval_results(results, prefix)
+
+  def eval_results(self, metrics, prefix="eval"):
+    """Names `metrics` `<prefix>_<name>`, adds `global_step` and logs them to TensorBoard.
+
+    For tasks that score predictions themselves (F1 over spans, correlations), so that their
+    results look like those of `evaluate`.
+
+    Args:
+      metrics: dict of names to floats.
+      prefix: the name prefix.
+
+    Returns:
+      The named results with `global_step`.
+    """
+    step = self.global_step
+    results = {f"{prefix}_{name}": value for name, value in metrics.items()}
+    if self.is_chief:
+      progress.write_scalars(os.path.join(self.config.output_dir, "eval"), step, results)
+    return dict(results, global_step=step)
+
+  def predict(self, input_fn, keep=(), batch_size=None):
+    """Runs the model over a dataset and returns its outputs.
+
+    Args:
+      input_fn: `input_fn(batch_size, input_context)` -> finite dataset of feature batches.
+      keep: names of features returned beside the outputs (example ids, weights, labels).
+      batch_size: the global batch; `predict_batch_size` by default (pass `eval_batch_size`
+        when predicting an evaluation set, to score it).
+
+    Returns:
+      Dict of numpy arrays, one row per dataset row (padding rows included), in order.
+    """
+    batch_size = batch_size or self.config.predict_batch_size
+    logging.info("***** Running prediction *****  batch size %d", batch_size)
+    return self.trainer.predict(self._dataset_fn(input_fn, batch_size), keep)
+
+  def write_eval_results(self, results, file_name=EVAL_RESULTS):
+    """Writes `results` to `output_dir/<file_name>` (on the chief) and returns the path."""
+    path = os.path.join(self.config.output_dir, file_name)
+    if self.is_chief:
+      write_eval_results(path, results)
+    return path
+
+  def save(self, *, task, vocab_file, do_lower_case, max_seq_length, labels=None, extra=None):
+    """Saves the fine-tuned model folder in `output_dir` and exports it to `export_dir` if set.
+
+    Only the chief writes. See `official_bert.export.save_task_model` for the folder's files
+    and `official_bert.export.export_model_dir` for the SavedModel.
+
+    Args:
+      task: the `official_bert.export.TASKS` entry: `classification`, `regression`, `span`,
+        `multiple_choice` or `token_classification`.
+      vocab_file: the vocabulary the model was trained with (copied in).
+      do_lower_case: whether the text was lower-cased.
+      max_seq_length: the sequence length of training.
+      labels: optional label names in class-id order.
+      extra: optional task settings for the export (e.g. `{"sentence_pair": True}`).
+
+    Returns:
+      The SavedModel path when exported (replacing an earlier export there), else
+      `output_dir`.
+    """
+    output_dir = self.config.output_dir
+    if not self.is_chief:
+      return output_dir
+    export.save_task_model(self.model, output_dir, task=task, vocab_file=vocab_file,
+                           do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                           labels=labels, extra=extra)
+    if not self.config.export_dir:
+      return output_dir
+    return export.export_model_dir(output_dir, self.config.export_dir, overwrite=True)

@@ -1,0 +1,162 @@
+"""The shared fine-tuning runner: steps from epochs, checks, init checkpoint, resume, eval, save."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertClassifier, BertConfig, BertEncoder, export_pretrained_dir
+from official_bert.tasks import fine_tuning
+from official_bert.tasks.classification import classification_loss, classification_metrics
+from official_bert.training import EngineConfig
+
+CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=16)
+SEQ = 8
+ENGINE = EngineConfig(enable_xla=False, deterministic=True, seed=0, steps_per_loop=4,
+                      log_steps=4, save_checkpoints_steps=4)
+
+
+def _toy_data(count=48, seed=0):
+  """Sequences whose label says whether token 7 occurs in them."""
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(8, CONFIG.vocab_size, size=(count, SEQ)).astype("int32")
+  labels = rng.integers(0, 2, size=count).astype("int32")
+  ids[labels == 1, rng.integers(1, SEQ, size=int(labels.sum()))] = 7
+  ids[:, 0] = 2
+  return ids, labels
+
+
+def _input_fn(is_training, for_predict=False):
+  ids, labels = _toy_data()
+
+  def input_fn(batch_size, input_context):
+    assert input_context.num_replicas_in_sync == 1
+    inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+              "input_type_ids": np.zeros_like(ids)}
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (inputs, {"labels": labels, "weights": np.ones(len(ids), "float32")}))
+    if is_training:
+      return dataset.shuffle(len(ids), seed=0).repeat().batch(batch_size, drop_remainder=True)
+    if for_predict:
+      dataset = dataset.map(lambda features, labels: dict(features, label_ids=labels["labels"]))
+    return dataset.batch(batch_size)
+
+  return input_fn
+
+
+def _runner(output_dir, num_train_examples=48, **config):
+  config = fine_tuning.FineTuningConfig(
+      output_dir=str(output_dir), train_batch_size=8, eval_batch_size=16, predict_batch_size=20,
+      learning_rate=1e-3, num_train_epochs=2.0, engine=ENGINE, **config)
+  return fine_tuning.FineTuningRunner(lambda: BertClassifier(CONFIG, 2), classification_loss(False),
+                                      config, metrics_fn=classification_metrics,
+                                      num_train_examples=num_train_examples)
+
+
+def _weights(model):
+  return [v.numpy() for v in model.weights]
+
+
+def test_training_steps_follow_the_original_rounding():
+  assert fine_tuning.training_steps(3668, 32, 3.0, 0.1) == (343, 34)
+  assert fine_tuning.training_steps(100, 32, 1.0, 0.5) == (3, 1)
+  with pytest.raises(ValueError, match="no training step"):
+    fine_tuning.training_steps(10, 32, 1.0, 0.1)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("train_batch_size", 0, "train_batch_size"),
+    ("warmup_proportion", 1.5, "warmup_proportion"),
+    ("num_train_epochs", 0.0, "num_train_epochs"),
+    ("output_dir", "", "output_dir"),
+])
+def test_config_rejects_bad_values(field, value, message):
+  values = dict(output_dir="/tmp/out")
+  values[field] = value
+  with pytest.raises(ValueError, match=message):
+    fine_tuning.FineTuningConfig(**values)
+
+
+def test_validate_run_makes_the_original_checks(tmp_path):
+  common = dict(bert_config=CONFIG, max_seq_length=SEQ)
+  with pytest.raises(ValueError, match="do_train, do_eval or do_predict"):
+    fine_tuning.validate_run(do_train=False, do_eval=False, do_predict=False, **common)
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    fine_tuning.validate_run(do_train=True, do_eval=False, do_predict=False,
+                             bert_config=CONFIG, max_seq_length=17)
+  google_model = tmp_path / "uncased_L-2_H-128_A-2"
+  google_model.mkdir()
+  with pytest.raises(ValueError, match="--do_lower_case=True"):
+    fine_tuning.validate_run(do_train=True, do_eval=False, do_predict=False, do_lower_case=False,
+                             init_checkpoint=str(google_model / "bert_model.ckpt"), **common)
+  fine_tuning.validate_run(do_train=False, do_eval=False, do_predict=True, do_lower_case=True,
+                           init_checkpoint=str(google_model / "bert_model.ckpt"), **common)
+
+
+def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
+  path = tmp_path / "eval_results.txt"
+  fine_tuning.write_eval_results(str(path), {"global_step": 7, "eval_loss": 0.5,
+                                             "eval_accuracy": 0.75})
+  assert path.read_text() == "eval_accuracy = 0.75\neval_loss = 0.5\nglobal_step = 7\n"
+  assert os.listdir(tmp_path) == ["eval_results.txt"]
+
+
+def test_init_checkpoint_loads_the_encoder_unless_there_is_a_checkpoint_to_resume(tmp_path):
+  pretrained = BertEncoder(CONFIG)
+  export_pretrained_dir(pretrained, CONFIG, str(tmp_path / "pretrained"))
+  runner = _runner(tmp_path / "out", init_checkpoint=str(tmp_path / "pretrained"))
+  for expected, actual in zip(_weights(pretrained), _weights(runner.model.encoder)):
+    np.testing.assert_array_equal(expected, actual)
+  runner.train(_input_fn(is_training=True), num_steps=4)
+  trained = _weights(runner.model)
+
+  resumed = _runner(tmp_path / "out", init_checkpoint=str(tmp_path / "pretrained"))
+  assert resumed.global_step == 4
+  for expected, actual in zip(trained, _weights(resumed.model)):
+    np.testing.assert_array_equal(expected, actual)
+
+
+def test_interrupted_training_resumes_to_the_same_weights_then_evaluates_predicts_saves(tmp_path):
+  whole = _runner(tmp_path / "whole")
+  assert (whole.num_train_steps, whole.num_warmup_steps) == (12, 1)
+  whole.train(_input_fn(is_training=True))
+  assert whole.global_step == 12
+
+  _runner(tmp_path / "parts").train(_input_fn(is_training=True), num_steps=8)
+  assert tf.train.latest_checkpoint(str(tmp_path / "parts")).endswith("ckpt-8")
+  resumed = _runner(tmp_path / "parts", export_dir=str(tmp_path / "export"))
+  assert resumed.global_step == 8
+  resumed.train(_input_fn(is_training=True))
+  assert resumed.global_step == 12
+  for expected, actual in zip(_weights(whole.model), _weights(resumed.model)):
+    np.testing.assert_allclose(expected, actual, rtol=1e-5, atol=1e-6)
+
+  results = resumed.evaluate(_input_fn(is_training=False))
+  assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step"]
+  assert results["global_step"] == 12 and 0 <= results["eval_accuracy"] <= 1
+  assert np.isfinite(results["eval_loss"])
+  outputs = resumed.predict(_input_fn(is_training=False, for_predict=True), keep=("label_ids",))
+  assert outputs["logits"].shape == (48, 2)
+  np.testing.assert_array_equal(outputs["label_ids"], _toy_data()[1])
+  accuracy = np.mean(outputs["logits"].argmax(-1) == outputs["label_ids"])
+  assert accuracy == pytest.approx(results["eval_accuracy"])
+
+  vocab = tmp_path / "vocab.txt"
+  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  vocab.write_text("\n".join(special + [f"token{i}" for i in range(20)]) + "\n")
+  exported = resumed.save(task="classification", vocab_file=str(vocab), do_lower_case=True,
+                          max_seq_length=SEQ, labels=["no", "yes"])
+  task = json.loads((tmp_path / "parts" / "task.json").read_text())
+  assert task["labels"] == ["no", "yes"] and task["max_seq_length"] == SEQ
+  assert exported == str(tmp_path / "export")
+  assert tf.saved_model.contains_saved_model(exported)
+
+
+def test_a_runner_without_training_examples_cannot_train(tmp_path):
+  runner = _runner(tmp_path / "out", num_train_examples=None)
+  assert runner.trainer.optimizer is None and runner.num_train_steps == 0
+  with pytest.raises(ValueError, match="num_train_examples"):
+    runner.train(_input_fn(is_training=True))

@@ -1,0 +1,355 @@
+"""`run_classifier`: learning on a generated task, the original outputs, resume, MNLI/AX, custom
+files, bad data and misuse, the original README command, and real GLUE rows."""
+
+import csv
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import shared_data
+
+from official_bert import BertConfig, BertEncoder
+from official_bert.checkpoints import save_tf1_checkpoint
+from official_bert.data import synthetic
+from official_bert.data.classifier_data import DataError
+from official_bert.tasks import classification
+from official_bert.tasks.fine_tuning import FineTuningConfig
+from official_bert.training import EngineConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=50, log_steps=50)
+
+
+def _model_files(directory, words, hidden=64):
+  """Writes `vocab.txt` (special tokens + `words`) and a 2-layer `bert_config.json`."""
+  os.makedirs(directory, exist_ok=True)
+  vocab = os.path.join(directory, "vocab.txt")
+  with open(vocab, "w", encoding="utf-8") as f:
+    f.write("\n".join(SPECIAL + sorted(set(words))) + "\n")
+  config = os.path.join(directory, "bert_config.json")
+  BertConfig(vocab_size=len(SPECIAL) + len(set(words)), hidden_size=hidden, num_hidden_layers=2,
+             num_attention_heads=2, intermediate_size=2 * hidden,
+             max_position_embeddings=128).to_json_file(config)
+  return config, vocab
+
+
+def _write(path, lines):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+
+
+def _config(output_dir, **kwargs):
+  values = dict(output_dir=str(output_dir), train_batch_size=16, eval_batch_size=32,
+                predict_batch_size=32, learning_rate=2e-3, num_train_epochs=6.0, engine=ENGINE)
+  values.update(kwargs)
+  return FineTuningConfig(**values)
+
+
+def _count_records(path):
+  return sum(1 for _ in tf.data.TFRecordDataset(str(path)))
+
+
+def _read_tsv(path):
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n").split("\t") for line in f]
+
+
+@pytest.fixture(scope="module")
+def sentiment(tmp_path_factory):
+  """The generated SST-2-format sentiment task, re-split: 400 train, 200 dev, 50 test rows."""
+  directory = tmp_path_factory.mktemp("sentiment")
+  data = directory / "data"
+  synthetic.write_sentiment_task(str(data), num_train=650, num_dev=1, seed=1)
+  rows = (data / "train.tsv").read_text().splitlines()
+  header, rows = rows[0], rows[1:]
+  _write(data / "train.tsv", [header] + rows[:400])
+  _write(data / "dev.tsv", [header] + rows[400:600])
+  _write(data / "test.tsv", ["index\tsentence"] + [f"{i}\t{row.split(chr(9))[0]}"
+                                                   for i, row in enumerate(rows[600:])])
+  words = [word for row in rows for word in row.split("\t")[0].split()]
+  config, vocab = _model_files(str(directory / "model"), words)
+  return {"data": str(data), "config": config, "vocab": vocab, "dev": rows[400:600]}
+
+
+def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment, tmp_path):
+  output_dir = tmp_path / "out"
+  run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
+             task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24, do_eval=True)
+  results = classification.run_classifier(config=_config(output_dir), do_train=True,
+                                          do_predict=True, **run)
+
+  majority = max(np.mean([row.endswith("\t1") for row in sentiment["dev"]]), 0.5)
+  assert results["eval_accuracy"] > max(0.9, majority + 0.3)
+  assert results["global_step"] == 150  # int(400 / 16 * 6.0)
+  lines = (output_dir / "eval_results.txt").read_text().splitlines()
+  assert [line.split(" = ")[0] for line in lines] == ["eval_accuracy", "eval_loss", "global_step"]
+  assert lines[2] == "global_step = 150"
+  for name, count in (("train", 400), ("eval", 200), ("predict", 50)):
+    assert _count_records(output_dir / f"{name}.tf_record") == count
+
+  probabilities = np.array(_read_tsv(output_dir / "test_results.tsv"), dtype=np.float64)
+  assert probabilities.shape == (50, 2)
+  np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+  submission = _read_tsv(output_dir / "SST-2.tsv")
+  assert submission[0] == ["index", "prediction"]
+  assert [row[0] for row in submission[1:]] == [str(i) for i in range(50)]
+  assert [row[1] for row in submission[1:]] == [str(i) for i in probabilities.argmax(axis=1)]
+  task = json.loads((output_dir / "task.json").read_text())
+  assert task["task"] == "classification" and task["labels"] == ["0", "1"]
+  assert task["extra"] == {"sentence_pair": False}
+
+  # Running the same command again resumes at the final checkpoint: no more training.
+  again = classification.run_classifier(config=_config(output_dir), do_train=True, **run)
+  assert again == results
+
+
+def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentiment, tmp_path):
+  words = ["good", "bad", "fine", "poor", "a", "b"]
+  rng = np.random.default_rng(0)
+  labels = ["contradiction", "entailment", "neutral"]
+
+  def rows(count, labelled=True):
+    lines = ["index\tsentence1\tsentence2" + ("\tgold_label" if labelled else "")]
+    for i in range(count):
+      text = " ".join(rng.choice(words, size=3))
+      lines.append(f"{i}\t{text}\t{text[::-1]}" + (f"\t{labels[i % 3]}" if labelled else ""))
+    return lines
+
+  mnli, ax = tmp_path / "MNLI", tmp_path / "diagnostic"
+  mnli.mkdir()
+  ax.mkdir()
+  for name, count, labelled in (("train", 32, True), ("dev_matched", 9, True),
+                                ("dev_mismatched", 7, True), ("test_matched", 6, False),
+                                ("test_mismatched", 5, False)):
+    _write(mnli / f"{name}.tsv", rows(count, labelled))
+  _write(ax / "diagnostic.tsv", rows(4, labelled=False))
+  config, vocab = _model_files(str(tmp_path / "model"), words + [w[::-1] for w in words],
+                               hidden=16)
+  output_dir = tmp_path / "out"
+  common = dict(bert_config_file=config, vocab_file=vocab, max_seq_length=16)
+  results = classification.run_classifier(
+      task_name="MNLI", data_dir=str(mnli), config=_config(output_dir, num_train_epochs=1.0),
+      do_train=True, do_eval=True, do_predict=True, **common)
+  assert sorted(results) == ["eval_accuracy", "eval_loss", "eval_mismatched_accuracy",
+                             "eval_mismatched_loss", "global_step"]
+  assert len(_read_tsv(output_dir / "MNLI-m.tsv")) == 7
+  assert len(_read_tsv(output_dir / "MNLI-mm.tsv")) == 6
+  assert np.array(_read_tsv(output_dir / "test_results_mismatched.tsv")).shape == (5, 3)
+
+  classification.run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
+                                config=_config(output_dir), **common)
+  ax_rows = _read_tsv(output_dir / "AX.tsv")
+  assert ax_rows[0] == ["index", "prediction"] and len(ax_rows) == 5
+  assert {row[1] for row in ax_rows[1:]} <= set(labels)
+  assert np.array(_read_tsv(output_dir / "test_results_ax.tsv")).shape == (4, 3)
+  with pytest.raises(ValueError, match="MNLI"):
+    classification.run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
+                                  config=_config(tmp_path / "fresh"), **common)
+
+
+def test_custom_csv_pair_task(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  rng = np.random.default_rng(1)
+  words = ["red", "blue", "green", "cat", "dog", "big"]
+
+  def write_csv(name, count, labelled=True):
+    with open(data / name, "w", newline="", encoding="utf-8") as f:
+      writer = csv.writer(f)
+      writer.writerow(["id", "first", "second"] + (["relation"] if labelled else []))
+      for i in range(count):
+        first, second = (", ".join(rng.choice(words, size=2)) for _ in range(2))
+        writer.writerow([i, first, second] + (["same" if i % 2 else "other"] if labelled else []))
+
+  write_csv("train.csv", 32)
+  write_csv("dev.csv", 10)
+  write_csv("test.csv", 6, labelled=False)
+  config, vocab = _model_files(str(tmp_path / "model"), words + [","], hidden=16)
+  output_dir = tmp_path / "out"
+  results = classification.run_classifier(
+      bert_config_file=config, vocab_file=vocab, task_name="custom", data_dir=str(data),
+      custom_options={"text_a_column": "first", "text_b_column": "second",
+                      "label_column": "relation"},
+      config=_config(output_dir, num_train_epochs=1.0), max_seq_length=16, do_train=True,
+      do_eval=True, do_predict=True)
+  assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step"]
+  assert results["global_step"] == 2
+  predictions = _read_tsv(output_dir / "test_predictions.tsv")
+  assert predictions[0] == ["index", "prediction"] and len(predictions) == 7
+  assert {row[1] for row in predictions[1:]} <= {"other", "same"}
+  task = json.loads((output_dir / "task.json").read_text())
+  assert task["labels"] == ["other", "same"] and task["extra"] == {"sentence_pair": True}
+  record = tf.train.Example.FromString(
+      next(iter(tf.data.TFRecordDataset(str(output_dir / "train.tf_record")))).numpy())
+  assert 1 in record.features.feature["segment_ids"].int64_list.value
+
+
+def test_custom_jsonl_regression_task(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  words = ["one", "two", "three", "four"]
+  for split, count in (("train", 32), ("dev", 8), ("test", 5)):
+    with open(data / f"{split}.jsonl", "w", encoding="utf-8") as f:
+      for i in range(count):
+        record = {"text": " ".join(words[:i % 4 + 1])}
+        if split != "test":
+          record["score"] = i % 4 + 0.5
+        f.write(json.dumps(record) + "\n")
+  config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16)
+  output_dir = tmp_path / "out"
+  results = classification.run_classifier(
+      bert_config_file=config, vocab_file=vocab, task_name="custom", data_dir=str(data),
+      custom_options={"text_a_column": "text", "label_column": "score", "is_regression": True},
+      config=_config(output_dir, num_train_epochs=1.0), max_seq_length=8, do_train=True,
+      do_eval=True, do_predict=True)
+  assert sorted(results) == ["eval_loss", "eval_pearson", "eval_spearman", "global_step"]
+  scores = np.array(_read_tsv(output_dir / "test_results.tsv"), dtype=np.float64)
+  assert scores.shape == (5, 1)
+  predictions = _read_tsv(output_dir / "test_predictions.tsv")[1:]
+  np.testing.assert_allclose([float(row[1]) for row in predictions], scores[:, 0], rtol=1e-6)
+  assert json.loads((output_dir / "task.json").read_text())["task"] == "regression"
+
+
+def test_score_predictions_adds_the_glue_metrics():
+  logits = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+  scores = classification.score_predictions("MRPC", logits, np.array([0, 1, 0, 1]), False)
+  assert scores["accuracy"] == 0.5 and scores["f1"] == 0.5
+  # -log softmax of the label's logit, row by row.
+  expected_loss = np.mean([np.log1p(np.exp(-2)), np.log1p(np.exp(-1)), 3 + np.log1p(np.exp(-3)),
+                           1 + np.log1p(np.exp(-1))])
+  assert scores["loss"] == pytest.approx(expected_loss, rel=1e-5)
+  regression = classification.score_predictions(
+      "STS-B", np.array([[1.0], [2.0], [4.0]]), np.array([1.5, 2.5, 4.5]), True)
+  assert regression["pearson"] == pytest.approx(1.0) and regression["spearman"] == 1.0
+  assert regression["loss"] == pytest.approx(0.25)
+
+
+def _bad_data_task(tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  _write(data / "train.tsv", ["sentence\tlabel", "good food\t1", "bad food", "fine food\t0"])
+  _write(data / "dev.tsv", ["sentence\tlabel", "good food\t1", "bad food\t2", "food\t0"])
+  config, vocab = _model_files(str(tmp_path / "model"), ["good", "bad", "fine", "food"], 16)
+  return dict(bert_config_file=config, vocab_file=vocab, task_name="SST-2", data_dir=str(data),
+              max_seq_length=8)
+
+
+def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp_path, caplog):
+  run = _bad_data_task(tmp_path)
+  with pytest.raises(DataError, match=r"train\.tsv:3: expected 2 tab-separated fields, found 1"):
+    classification.run_classifier(config=_config(tmp_path / "a"), do_train=True, **run)
+  with pytest.raises(DataError, match=r"dev\.tsv:3: column 'label' is '2'"):
+    classification.run_classifier(config=_config(tmp_path / "b"), do_eval=True, **run)
+  with caplog.at_level(logging.INFO, logger="absl"):
+    results = classification.run_classifier(config=_config(tmp_path / "c"), do_eval=True,
+                                            skip_malformed_rows=True, **run)
+  assert "Read 2 dev examples (1 malformed row(s) skipped)" in caplog.text
+  assert results["global_step"] == 0 and 0 <= results["eval_accuracy"] <= 1
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(do_train=False), "do_train, do_eval or do_predict"),
+    (dict(max_seq_length=129), "max_position_embeddings"),
+    (dict(custom_options={"text_a_column": "sentence"}), "apply only to task_name='custom'"),
+    (dict(task_name="custom", custom_options={"text_a_column": "sentence"}), "label_column"),
+    (dict(task_name="AX"), "AX has only a test set"),
+    (dict(task_name="SST-5"), "Unknown GLUE task"),
+    (dict(tfds_name="glue/sst2", custom_options={"label_column": "x"}), "apply only"),
+    (dict(task_name=None), "task_name"),
+])
+def test_misuse_is_reported_before_any_work(tmp_path, changes, message):
+  run = dict(_bad_data_task(tmp_path), config=_config(tmp_path / "out"), do_train=True)
+  run.update(changes)
+  with pytest.raises(ValueError, match=message):
+    classification.run_classifier(**run)
+  assert not (tmp_path / "out").exists()
+
+
+def test_a_vocabulary_larger_than_the_model_is_rejected(tmp_path):
+  run = _bad_data_task(tmp_path)
+  with open(run["vocab_file"], "a", encoding="utf-8") as f:
+    f.write("extra\n")
+  with pytest.raises(ValueError, match="vocab_size"):
+    classification.run_classifier(config=_config(tmp_path / "out"), do_eval=True, **run)
+
+
+def _real_rows(source, target, count):
+  os.makedirs(target.parent, exist_ok=True)
+  with open(source, encoding="utf-8-sig") as f:
+    lines = f.read().splitlines()[:count + 1]
+  _write(target, lines)
+
+
+def test_real_mrpc_and_sst2_rows(tmp_path):
+  glue = shared_data("glue")
+  vocab = str(shared_data("vocab/bert-base-uncased-vocab.txt"))
+  config = str(tmp_path / "bert_config.json")
+  BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+             intermediate_size=32).to_json_file(config)
+  for split, count in (("train", 48), ("dev", 20), ("test", 10)):
+    _real_rows(glue / "MRPC" / f"{split}.tsv", tmp_path / "MRPC" / f"{split}.tsv", count)
+  output_dir = tmp_path / "mrpc_out"
+  results = classification.run_classifier(
+      bert_config_file=config, vocab_file=vocab, task_name="MRPC",
+      data_dir=str(tmp_path / "MRPC"), config=_config(output_dir, num_train_epochs=1.0),
+      max_seq_length=64, do_train=True, do_eval=True, do_predict=True)
+  assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step"]
+  real_ids = [row[0] for row in _read_tsv(tmp_path / "MRPC" / "test.tsv")[1:]]
+  assert [row[0] for row in _read_tsv(output_dir / "MRPC.tsv")[1:]] == real_ids
+
+  _real_rows(glue / "SST-2" / "dev.tsv", tmp_path / "SST-2" / "dev.tsv", 30)
+  results = classification.run_classifier(
+      bert_config_file=config, vocab_file=vocab, task_name="SST-2",
+      data_dir=str(tmp_path / "SST-2"), config=_config(tmp_path / "sst_out"), max_seq_length=32,
+      do_eval=True)
+  assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step"]
+
+
+@pytest.mark.slow
+def test_the_original_readme_command_runs_unchanged(tmp_path):
+  """The MRPC command of the original README, on a tiny TF1 checkpoint and MRPC-format files."""
+  glue_dir, bert_dir = tmp_path / "glue_data", tmp_path / "tiny_bert"
+  (glue_dir / "MRPC").mkdir(parents=True)
+  words = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
+  rng = np.random.default_rng(0)
+  lines = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+  for i in range(64):
+    first = " ".join(rng.choice(words, size=5))
+    second = first if i % 2 else " ".join(rng.choice(words, size=5))
+    lines.append(f"{i % 2}\t{i}\t{i + 100}\t{first}\t{second}")
+  _write(glue_dir / "MRPC" / "train.tsv", lines)
+  _write(glue_dir / "MRPC" / "dev.tsv", lines[:17])
+  config_file, _ = _model_files(str(bert_dir), words, hidden=16)
+  save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(config_file)),
+                      str(bert_dir / "bert_model.ckpt"))
+  env = dict(os.environ, GLUE_DIR=str(glue_dir), BERT_BASE_DIR=str(bert_dir),
+             TF_CPP_MIN_LOG_LEVEL="2")
+  command = (f"{sys.executable} run_classifier.py --task_name=MRPC --do_train=true "
+             "--do_eval=true --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt "
+             "--bert_config_file=$BERT_BASE_DIR/bert_config.json "
+             "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 "
+             "--train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 "
+             f"--output_dir={tmp_path}/mrpc_output/")
+  completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=300)
+  assert completed.returncode == 0, completed.stderr[-3000:]
+  results = dict(line.split(" = ") for line in
+                 (tmp_path / "mrpc_output" / "eval_results.txt").read_text().splitlines())
+  assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step"]
+  assert results["global_step"] == "6"  # int(64 / 32 * 3.0)
+  assert "Initialised the encoder from" in completed.stderr
+
+  # The original TPU flags are accepted; the original checks stop a misuse before any work.
+  misuse = command.replace("--max_seq_length=128", "--max_seq_length=256 --use_tpu=false "
+                           "--iterations_per_loop=10 --num_tpu_cores=8")
+  completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True, cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=300)
+  assert completed.returncode != 0
+  assert "Cannot use sequence length 256" in completed.stderr
+  assert not (tmp_path / "misuse_output").exists()
