@@ -3,9 +3,9 @@
 The demo and the tests need text with structure that BERT can actually learn from, and no public
 corpus may be copied into the repository. The generator writes reviews of invented places:
 
-* every document reviews one place with one opinion, so sentence B of a true pair names the same
-  place and carries the same sentiment as sentence A, while a random B usually does not: the
-  next-sentence task is learnable;
+* every document reviews one place with one opinion, and almost every sentence names the place, so
+  sentence B of a true pair names the same place and carries the same sentiment as sentence A,
+  while a random B usually does not: the next-sentence task is learnable;
 * names, dishes and opinion words recur in fixed frames, so a masked word can be inferred from the
   rest of the document: the masked-LM task is learnable;
 * the fine-tuning task labels single review sentences positive (1) or negative (0) in the SST-2 file
@@ -40,13 +40,13 @@ _OPINIONS = {
 }
 _FRAMES = (
     "the {dish} at the {name} was {food} .",
-    "our {dish} came quickly and it was {food} .",
+    "at the {name} our {dish} came quickly and it was {food} .",
     "the {staff} at the {name} was {staff_word} to us .",
     "the dining room of the {name} felt {room} .",
     "we {verdict} our dinner at the {name} in {town} .",
-    "i ordered the {dish} and the {dish2} , both were {food} .",
+    "at the {name} i ordered the {dish} and the {dish2} , both were {food} .",
     "the {name} is on the main street of {town} and the room is {room} .",
-    "after the {dish} the {staff} brought {dish2} that was {food} .",
+    "after the {dish} the {staff} of the {name} brought {dish2} that was {food} .",
 )
 _CLASSIFIER_FRAMES = (
     "the {dish} was {food}",

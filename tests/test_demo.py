@@ -1,0 +1,29 @@
+"""The README's main command: the demo runs every stage end to end (here on a tiny budget)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "demo.py"), f"--output_dir={tmp_path}",
+       "--num_documents=150", "--vocab_size=600", "--pretraining_steps=20", "--dupe_factor=1",
+       "--num_train_epochs=1"],
+      capture_output=True, text=True, timeout=600, cwd=ROOT)
+  assert result.returncode == 0, result.stderr[-3000:]
+  output = result.stdout
+  for stage in ("1. Build", "2. Create", "3. Pre-train", "4. Fine-tune", "4b. For comparison",
+                "Serving"):
+    assert f"=== {stage}" in output
+  assert "masked_lm_accuracy" in output and "eval_accuracy" in output
+  served = [line for line in output.splitlines() if line.startswith("  '") and "-> label" in line]
+  assert len(served) == 4
+  assert all(os.path.isdir(tmp_path / name) for name in ("pretraining", "classifier",
+                                                          "saved_model"))
+  assert os.listdir(tmp_path / "saved_model" / "assets")  # the vocabulary travels with the model
