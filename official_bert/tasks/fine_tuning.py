@@ -144,6 +144,25 @@ def validate_run(*, do_train, do_eval, do_predict, bert_config, max_seq_length,
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
 
 
+def in_memory_input_fn(make_dataset):
+  """An input function for `FineTuningRunner` over features held in memory.
+
+  Args:
+    make_dataset: `make_dataset(batch_size)` -> the whole dataset in batches of `batch_size`.
+
+  Returns:
+    `input_fn(batch_size, input_context)`: each input pipeline keeps its own shard of the batches.
+  """
+
+  def input_fn(batch_size, input_context):
+    dataset = make_dataset(batch_size)
+    if input_context.num_input_pipelines > 1:
+      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    return dataset
+
+  return input_fn
+
+
 def write_eval_results(path, results):
   """Writes `results` as the original `key = value` lines, sorted by key, atomically.
 

@@ -141,18 +141,13 @@ def _read(path, require_labels):
 
 def _input_fn(features, is_training, seed=None):
   """An input function over packed features, for `FineTuningRunner`."""
-
-  def input_fn(batch_size, input_context):
-    dataset = swag.make_dataset(features, batch_size, is_training=is_training, seed=seed)
-    if input_context.num_input_pipelines > 1:
-      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    return dataset
-
-  return input_fn
+  return fine_tuning.in_memory_input_fn(
+      lambda batch_size: swag.make_dataset(features, batch_size, is_training=is_training,
+                                           seed=seed))
 
 
-def _predict(runner, features):
-  logits = runner.predict(_input_fn(features, is_training=False))["logits"]
+def _predict(runner, features, batch_size=None):
+  logits = runner.predict(_input_fn(features, is_training=False), batch_size=batch_size)["logits"]
   if len(logits) != len(features):
     raise RuntimeError(f"{len(features)} examples but {len(logits)} predictions; prediction "
                        "runs on one machine (all of its replicas) only.")
@@ -225,7 +220,7 @@ def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=
     runner.train(_input_fn(features["train"], is_training=True, seed=config.engine.seed))
   results, written = {}, []
   if do_eval:
-    logits = _predict(runner, features["eval"])
+    logits = _predict(runner, features["eval"], batch_size=config.eval_batch_size)
     results = runner.eval_results(score_predictions(logits, features["eval"].labels))
     written.append(runner.write_eval_results(results))
   if do_predict:

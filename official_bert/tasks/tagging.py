@@ -149,19 +149,15 @@ def _train_file_if_any(data_dir, train_file):
 
 def _input_fn(features, is_training, seed=None):
   """An input function over token-classification features, for `FineTuningRunner`."""
-
-  def input_fn(batch_size, input_context):
-    dataset = conll.make_dataset(features, batch_size, is_training=is_training, seed=seed)
-    if input_context.num_input_pipelines > 1:
-      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    return dataset.map(lambda inputs, label_ids, label_mask: (inputs, label_ids))
-
-  return input_fn
+  return fine_tuning.in_memory_input_fn(
+      lambda batch_size: conll.make_dataset(features, batch_size, is_training=is_training,
+                                            seed=seed).map(
+          lambda inputs, label_ids, label_mask: (inputs, label_ids)))
 
 
-def _predict_tags(runner, sentences, features, labels):
+def _predict_tags(runner, sentences, features, labels, batch_size=None):
   """Runs the model; returns `(logits, tags per sentence)`."""
-  logits = runner.predict(_input_fn(features, is_training=False))["logits"]
+  logits = runner.predict(_input_fn(features, is_training=False), batch_size=batch_size)["logits"]
   if len(logits) != len(features):
     raise RuntimeError(f"{len(features)} features but {len(logits)} predictions; prediction "
                        "runs on one machine (all of its replicas) only.")
@@ -256,7 +252,8 @@ def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=N
     runner.train(_input_fn(features["train"], is_training=True, seed=config.engine.seed))
   results = {}
   if do_eval:
-    logits, tags = _predict_tags(runner, sentences["eval"], features["eval"], labels)
+    logits, tags = _predict_tags(runner, sentences["eval"], features["eval"], labels,
+                                 batch_size=config.eval_batch_size)
     metrics, report = score_predictions(sentences["eval"], tags, features["eval"], logits)
     logging.info("Entity-level scores on %s:\n%s", files["eval"], report.format())
     results = runner.eval_results(metrics)
