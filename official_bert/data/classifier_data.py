@@ -16,6 +16,7 @@ line and column, or, when the caller allows skipping, counts the skipped rows an
 import abc
 import csv
 import dataclasses
+import math
 import sys
 from typing import Optional, Union
 
@@ -135,6 +136,18 @@ class RowIssues:
       logging.warning("Skipped %d malformed row(s) of %s (%s %s%s).", count, self.path,
                       self.position_name or "lines", listed, more)
     return count
+
+
+def parse_score(value, line, column, issues):
+  """Returns a regression label as a finite float, or reports the row and returns None."""
+  try:
+    score = float(value)
+  except ValueError:
+    score = math.nan
+  if not math.isfinite(score):
+    issues.report(line, f"{column} is {value!r}, not a number")
+    return None
+  return score
 
 
 def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):

@@ -14,7 +14,6 @@ numbers. The test file may leave the label out; its examples then have `label=No
 
 import csv
 import json
-import math
 import os
 
 from official_bert.data import classifier_data
@@ -225,14 +224,7 @@ class CustomProcessor(classifier_data.DataProcessor):
     column = f"label column {self.label_column!r}"
     value = value.strip()
     if self.is_regression:
-      try:
-        score = float(value)
-      except ValueError:
-        score = math.nan
-      if not math.isfinite(score):
-        issues.report(line, f"{column} is {value!r}, not a number")
-        return None
-      return score
+      return classifier_data.parse_score(value, line, column, issues)
     if not value:
       issues.report(line, f"{column} is empty")
       return None

@@ -12,7 +12,6 @@ with an MNLI model); `entailment, not_entailment` for QNLI and RTE; STS-B is reg
 """
 
 import dataclasses
-import math
 import os
 from typing import Optional
 
@@ -205,14 +204,7 @@ class GlueProcessor(classifier_data.DataProcessor):
   def _parse_label(self, value, line, column, issues):
     """Returns the label of a row, or reports it and returns None."""
     if self.is_regression:
-      try:
-        score = float(value)
-      except ValueError:
-        score = math.nan
-      if not math.isfinite(score):
-        issues.report(line, f"{column} is {value!r}, not a number")
-        return None
-      return score
+      return classifier_data.parse_score(value, line, column, issues)
     if value not in self.task.labels:
       issues.report(line, f"{column} is {value!r}, not one of the {self.task.name} labels "
                     f"{list(self.task.labels)}")
