@@ -6,7 +6,14 @@ import tensorflow as tf
 
 @tf.function(jit_compile=True)
 def _threefry_dropout(inputs, seed, rate):
-  keep = tf.random.stateless_uniform(tf.shape(inputs), seed, alg="threefry") >= rate
+  # Each 32-bit random word gives the draws of two elements, 16 bits each: half the generator's
+  # work, and `rate` is applied in steps of 1/65536.
+  size = tf.size(inputs)
+  words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
+                                      dtype=tf.uint32, alg="threefry")
+  draws = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+  threshold = tf.cast(tf.round(rate * 65536.0), tf.int32)
+  keep = tf.reshape(tf.cast(draws, tf.int32) >= threshold, tf.shape(inputs))
   return tf.where(keep, inputs * tf.cast(1 / (1 - rate), inputs.dtype), tf.zeros_like(inputs))
 
 

@@ -2,6 +2,8 @@
 
 from keras import ops
 
+from official_bert.models.cross_entropy import sparse_softmax_cross_entropy
+
 # Keeps the masked-LM average finite for a batch whose weights are all zero, as the original did.
 _WEIGHT_EPSILON = 1e-5
 
@@ -19,8 +21,7 @@ def masked_lm_loss(labels, logits, weights):
     A float32 scalar: `sum(weights * xent) / (sum(weights) + 1e-5)`.
   """
   weights = ops.cast(weights, "float32")
-  per_position = ops.sparse_categorical_crossentropy(
-      ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True)
+  per_position = sparse_softmax_cross_entropy(labels, logits)
   return ops.sum(per_position * weights) / (ops.sum(weights) + _WEIGHT_EPSILON)
 
 
@@ -32,8 +33,7 @@ def next_sentence_loss(labels, logits):
     logits: `[batch, 2]`.
   """
   labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
-  return ops.mean(ops.sparse_categorical_crossentropy(labels, ops.cast(logits, "float32"),
-                                                      from_logits=True))
+  return ops.mean(sparse_softmax_cross_entropy(labels, logits))
 
 
 def pretraining_losses(outputs, labels):

@@ -16,6 +16,7 @@ from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_
 from official_bert.configs import BertConfig
 from official_bert.data.pretraining_reader import pretraining_dataset
 from official_bert.models.bert_pretrainer import BertPretrainer
+from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
 from official_bert.models.losses import pretraining_losses
 from official_bert.preprocessing.masking import DynamicMasking
 from official_bert.training import distribution, progress
@@ -44,15 +45,16 @@ def pretraining_metrics(outputs, labels):
     `next_sentence_accuracy` and `next_sentence_loss`.
   """
   weights = tf.cast(labels["masked_lm_weights"], tf.float32)
-  mlm_ids = tf.cast(labels["masked_lm_ids"], tf.int64)
-  mlm_logits = outputs["mlm_logits"]
-  label_logits = tf.gather(mlm_logits, mlm_ids, batch_dims=2)
-  mlm_correct = tf.cast(label_logits >= tf.reduce_max(mlm_logits, -1), tf.float32)
-  mlm_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(mlm_ids, mlm_logits)
+  mlm_ids, mlm_logits = labels["masked_lm_ids"], outputs["mlm_logits"]
+  # The maximum, the label's logit and the cross-entropy are those of the loss; XLA computes them
+  # once for both.
+  mlm_correct = tf.cast(label_logits(mlm_ids, mlm_logits) >= tf.reduce_max(mlm_logits, -1),
+                        tf.float32)
+  mlm_loss = sparse_softmax_cross_entropy(mlm_ids, mlm_logits)
   nsp_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int64), [-1])
   nsp_logits = outputs["next_sentence_logits"]
   nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1), nsp_labels), tf.float32)
-  nsp_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, nsp_logits)
+  nsp_loss = sparse_softmax_cross_entropy(nsp_labels, nsp_logits)
   num_predictions, num_examples = tf.reduce_sum(weights), tf.cast(tf.size(nsp_labels), tf.float32)
   return {
       "masked_lm_accuracy": (tf.reduce_sum(mlm_correct * weights), num_predictions),

@@ -1,0 +1,126 @@
+"""The hand-written fast paths of the training step give TensorFlow's values and gradients."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert.layers import MaskedLMHead
+from official_bert.layers.activations import get_activation
+from official_bert.layers.dropout import Dropout
+from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
+from official_bert.training.pretraining import pretraining_metrics
+
+
+def _both_modes(fn):
+  """`fn` eagerly and XLA-compiled, since the training step runs under XLA by default."""
+  return [fn, tf.function(fn, jit_compile=True)]
+
+
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+def test_cross_entropy_value_and_gradient_match_tensorflow(mode):
+  rng = np.random.default_rng(0)
+  # Large logits check the max shift: exp(300) overflows float32.
+  logits = tf.constant(rng.normal(size=(3, 4, 50)) * [[[1.0]], [[30.0]], [[300.0]]], tf.float32)
+  labels = tf.constant(rng.integers(0, 50, (3, 4)), tf.int64)
+  upstream = tf.constant(rng.normal(size=(3, 4)), tf.float32)
+
+  def loss_and_gradient(cross_entropy):
+    def fn(logits):
+      with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = cross_entropy(labels, logits)
+      return loss, tape.gradient(loss, logits, output_gradients=upstream)
+    return _both_modes(fn)[mode == "xla"](logits)
+
+  ours = loss_and_gradient(sparse_softmax_cross_entropy)
+  reference = loss_and_gradient(
+      lambda y, x: tf.nn.sparse_softmax_cross_entropy_with_logits(y, x))
+  assert np.all(np.isfinite(ours[0]))
+  np.testing.assert_allclose(ours[0], reference[0], rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ours[1], reference[1], rtol=1e-5, atol=1e-6)
+
+
+def test_label_logits_pick_each_rows_label():
+  logits = np.arange(24, dtype="float32").reshape(2, 3, 4)
+  labels = np.array([[0, 3, 1], [2, 2, 0]])
+  np.testing.assert_array_equal(label_logits(labels, logits),
+                                np.take_along_axis(logits, labels[..., None], -1)[..., 0])
+
+
+def test_pretraining_metrics_count_correct_predictions_and_average_losses():
+  logits = np.log(np.array([[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]], "float32"))
+  outputs = {"mlm_logits": logits, "next_sentence_logits": np.array([[2.0, 1.0]], "float32")}
+  labels = {"masked_lm_ids": np.array([[0, 1]]), "masked_lm_weights": np.array([[1.0, 1.0]]),
+            "next_sentence_labels": np.array([[1]])}
+  metrics = {name: (float(total), float(count))
+             for name, (total, count) in pretraining_metrics(outputs, labels).items()}
+  assert metrics["masked_lm_accuracy"] == (1.0, 2.0)  # the first is right, the second is not
+  np.testing.assert_allclose(metrics["masked_lm_loss"][0], -np.log(0.7) - np.log(0.3), rtol=1e-5)
+  assert metrics["next_sentence_accuracy"] == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+def test_tied_projection_gradients_match_automatic_differentiation(mode):
+  vocab, hidden_size = 40, 16
+  embedding = keras.layers.Embedding(vocab, hidden_size)
+  embedding.build()
+  head = MaskedLMHead(vocab, hidden_size, embedding=embedding)
+  rng = np.random.default_rng(1)
+  sequence = tf.constant(rng.normal(size=(2, 6, hidden_size)), tf.float32)
+  positions = tf.constant([[1, 3, 5], [0, 2, 2]], tf.int32)
+  head(sequence, positions)
+  head.output_bias.assign(rng.normal(size=vocab).astype("float32"))
+  upstream = tf.constant(rng.normal(size=(2, 3, vocab)), tf.float32)
+  variables = [embedding.embeddings, head.output_bias, head.transform.kernel]
+
+  def gradients(fn):
+    def step(sequence):
+      with tf.GradientTape() as tape:
+        tape.watch(sequence)
+        logits = fn(sequence)
+      grads = tape.gradient(logits, [sequence] + variables, output_gradients=upstream)
+      return logits, [tf.convert_to_tensor(g) for g in grads]
+    return _both_modes(step)[mode == "xla"](sequence)
+
+  def reference(sequence):
+    selected = tf.gather(sequence, positions, batch_dims=1)
+    hidden = head.layer_norm(head.transform(selected))
+    return tf.einsum("bph,vh->bpv", hidden, embedding.embeddings) + head.output_bias
+
+  ours, expected = gradients(lambda s: head(s, positions)), gradients(reference)
+  np.testing.assert_allclose(ours[0], expected[0], rtol=1e-5, atol=1e-5)
+  for got, want in zip(ours[1], expected[1]):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_exact_gelu_and_its_gradient_match_keras():
+  x = tf.constant(np.linspace(-12, 12, 2401), tf.float32)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    ours = get_activation("gelu")(x)
+    reference = keras.activations.gelu(x, approximate=False)
+  np.testing.assert_allclose(ours, reference, atol=2e-6)
+  np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x), atol=2e-6)
+
+
+@pytest.mark.parametrize("shape", [(64, 129, 33), (1,), (2, 3)])
+def test_dropout_drops_its_rate_and_rescales_the_rest(shape):
+  layer = Dropout(0.1, seed=3)
+  outputs = np.array(layer(tf.ones(shape), training=True))
+  assert outputs.shape == shape
+  assert set(np.unique(outputs)) <= {0.0, np.float32(1 / 0.9)}
+  if outputs.size > 10000:
+    # 272,448 draws: the dropped fraction is within 4 standard deviations of 0.1.
+    assert abs((outputs == 0).mean() - 0.1) < 4 * np.sqrt(0.09 / outputs.size)
+
+
+def test_dropout_masks_repeat_for_a_seed_and_differ_between_calls():
+  def masks(seed):
+    layer = Dropout(0.5, seed=seed)
+    return [np.array(layer(tf.ones((8, 100)), training=True)) for _ in range(2)]
+  first, again = masks(7), masks(7)
+  np.testing.assert_array_equal(first[0], again[0])
+  assert not np.array_equal(first[0], first[1])
+  # The two 16-bit halves of each random word drive different elements independently.
+  assert 0.4 < (first[0] == 0).mean() < 0.6
