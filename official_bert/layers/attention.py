@@ -79,6 +79,7 @@ class SelfAttention(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(hidden_size=self.hidden_size, num_heads=self.num_heads, dropout_rate=self.dropout_rate,
+    config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                  dropout_rate=self.dropout_rate,
                   initializer_range=self.initializer_range)
     return config

@@ -2,11 +2,11 @@
 
 `tf.nn.sparse_softmax_cross_entropy_with_logits` computes the softmax's gradient already in the
 forward pass and keeps it, so an XLA-compiled training step reads and writes the whole
-`[predictions, vocab]` logits block several times more than it needs: at BERT-Tiny that block
-(640 x 30,522 floats, 78 MB) is touched about ten times per step, a fifth of the step. Here the
-forward pass keeps only each row's maximum and sum of exponentials, and the backward pass recomputes the softmax in
-the one pass that writes the gradient. The masked-LM metrics reuse the same maximum and label
-logit, which XLA computes once for both.
+`[predictions, vocab]` logits block more often than it needs: at BERT-Tiny that block (640 x
+30,522 floats, 78 MB) was touched about ten times per step, a sixth of the step's time. Here the
+forward pass keeps only each row's maximum and sum of exponentials, and the backward pass
+recomputes the softmax in the one pass that writes the gradient. The masked-LM metrics reuse the
+same maximum and label logit, which XLA computes once for both.
 """
 
 import tensorflow as tf

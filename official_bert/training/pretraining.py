@@ -129,7 +129,8 @@ def run_pretraining(*, bert_config_file, input_file, output_dir, do_train=False,
                     model_dir=output_dir, config=engine, metrics_fn=pretraining_metrics)
   if trainer.restore() == 0 and init_checkpoint:
     heads = restore_pretrainer_weights(model, init_checkpoint)
-    logging.info("Initialised the encoder%s from %s.", " and the pre-training heads" if heads else "",
+    logging.info("Initialised the encoder%s from %s.",
+                 " and the pre-training heads" if heads else "",
                  init_checkpoint)
 
   def dataset_fn(batch_size, is_training):
