@@ -24,9 +24,10 @@ class Dropout(keras.layers.Dropout):
   Keras draws masks with TensorFlow's default stateless generator, which XLA turns into a Philox
   implementation costing several nanoseconds per element on CPU: 10-15% of a BERT training step,
   whose attention dropout alone covers `batch * heads * seq^2` elements per layer. ThreeFry under
-  XLA is about five times cheaper, and the compiled function is inlined into an XLA-compiled step
-  or called from a graph. The seeds (the layer's `SeedGenerator`), the rate and the scaling are
-  Keras'; only the random stream differs.
+  XLA is about five times cheaper, and each 32-bit word it draws decides two elements (16 bits
+  each, so the rate is applied in steps of 1/65536). The compiled function is inlined into an
+  XLA-compiled step or called from a graph. The seeds (the layer's `SeedGenerator`), the rate and
+  the scaling are Keras'; only the random stream differs.
 
   Args:
     rate: fraction of the inputs to drop.
