@@ -164,8 +164,9 @@ def test_minilm_weights_land_in_the_encoder():
   layer = encoder.transformer_layers[5]
   np.testing.assert_array_equal(layer.attention.qkv.bias.numpy()[768:],
                                 tensors["encoder.layer.5.attention.self.value.bias"])
+  # Kept as `[out, in]`, the layout of both PyTorch's `Linear` and `TransposedDense`.
   np.testing.assert_array_equal(layer.output_dense.kernel.numpy(),
-                                tensors["encoder.layer.5.output.dense.weight"].T)
+                                tensors["encoder.layer.5.output.dense.weight"])
   with pytest.raises(ValueError, match="missing"):
     huggingface.load_hf_checkpoint(BertPretrainer(encoder.config), folder)
 

@@ -90,8 +90,9 @@ def test_loads_every_variable_into_the_right_place(checkpoint):
   np.testing.assert_array_equal(layer.attention.qkv.kernel.numpy(), fused)
   np.testing.assert_array_equal(layer.attention.qkv.bias.numpy()[8:16],
                                 values["bert/encoder/layer_1/attention/self/key/bias"])
+  # The feed-forward output kernel is kept transposed (`TransposedDense`).
   np.testing.assert_array_equal(layer.output_dense.kernel.numpy(),
-                                values["bert/encoder/layer_1/output/dense/kernel"])
+                                values["bert/encoder/layer_1/output/dense/kernel"].T)
   np.testing.assert_array_equal(layer.output_layer_norm.beta.numpy(),
                                 values["bert/encoder/layer_1/output/LayerNorm/beta"])
   np.testing.assert_array_equal(encoder.pooler.kernel.numpy(), values["bert/pooler/dense/kernel"])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert.layers import MaskedLMHead
+from official_bert.layers import MaskedLMHead, TransposedDense
 from official_bert.layers.activations import get_activation
 from official_bert.layers.dropout import Dropout
 from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
@@ -124,3 +124,33 @@ def test_dropout_masks_repeat_for_a_seed_and_differ_between_calls():
   assert not np.array_equal(first[0], first[1])
   # The two 16-bit halves of each random word drive different elements independently.
   assert 0.4 < (first[0] == 0).mean() < 0.6
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_transposed_dense_is_a_dense_layer_with_the_kernel_turned(policy):
+  rng = np.random.default_rng(2)
+  inputs = tf.constant(rng.normal(size=(2, 3, 6)), tf.float32)
+  layer = TransposedDense(4, dtype=policy)
+  layer.build(inputs.shape)
+  assert tuple(layer.kernel.shape) == (4, 6) and layer.kernel.dtype == "float32"
+  layer.kernel.assign(rng.normal(size=(4, 6)).astype("float32"))
+  layer.bias.assign(rng.normal(size=4).astype("float32"))
+  dense = keras.layers.Dense(4, dtype=policy)
+  dense.build(inputs.shape)
+  dense.set_weights([layer.kernel.numpy().T, layer.bias.numpy()])
+  upstream = tf.constant(rng.normal(size=(2, 3, 4)), tf.float32)
+
+  def outputs_and_gradients(model):
+    with tf.GradientTape() as tape:
+      tape.watch(inputs)
+      outputs = tf.cast(model(inputs), tf.float32)
+    grads = tape.gradient(outputs, [inputs, *model.trainable_variables], output_gradients=upstream)
+    return outputs, grads
+
+  ours, reference = outputs_and_gradients(layer), outputs_and_gradients(dense)
+  tolerance = 1e-5 if policy == "float32" else 2e-2
+  np.testing.assert_allclose(ours[0], reference[0], rtol=tolerance, atol=tolerance)
+  np.testing.assert_allclose(ours[1][0], reference[1][0], rtol=tolerance, atol=tolerance)
+  np.testing.assert_allclose(ours[1][1], np.transpose(reference[1][1]), rtol=tolerance,
+                             atol=tolerance)
+  np.testing.assert_allclose(ours[1][2], reference[1][2], rtol=tolerance, atol=tolerance)

@@ -10,7 +10,7 @@ import tensorflow as tf
 from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
                            BertPretrainer, BertSpanLabeler, BertTokenClassifier, get_preset)
 from official_bert.layers import (BertEmbeddings, ClassificationHead, MaskedLMHead, SelfAttention,
-                                  SpanHead, TransformerBlock, get_activation)
+                                  SpanHead, TransformerBlock, TransposedDense, get_activation)
 from official_bert.models import pretraining_losses
 
 CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -179,6 +179,7 @@ def test_encoder_accepts_a_dtype_policy_argument():
     MaskedLMHead(60, 16, activation="relu"),
     ClassificationHead(3, dropout_rate=0.2),
     SpanHead(initializer_range=0.05),
+    TransposedDense(5, kernel_initializer="zeros"),
 ], ids=lambda layer: type(layer).__name__)
 def test_layers_round_trip_through_their_config(layer):
   serialized = keras.saving.serialize_keras_object(layer)

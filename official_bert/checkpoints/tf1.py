@@ -8,9 +8,11 @@ a `BertEncoder` / `BertPretrainer`, reads them into a model and writes a model b
 names, shapes and dtypes, so the original code can read what this package trains.
 
 The model keeps the query, key and value projections of each layer in one fused `qkv` Dense layer;
-the three original variables are its column blocks in that order. The next-sentence head's kernel is
-stored transposed (`cls/seq_relationship/output_weights` is `[2, hidden]`). The masked-LM output
-projection is the word-embedding table, so it has no variable of its own.
+the three original variables are its column blocks in that order. Two kernels are stored transposed:
+the feed-forward output projection (`TransposedDense`, `[hidden, intermediate]`) and the
+next-sentence head's (`cls/seq_relationship/output_weights` is `[2, hidden]`); the original
+variables keep their shapes. The masked-LM output projection is the word-embedding table, so it
+has no variable of its own.
 """
 
 import dataclasses
@@ -65,8 +67,9 @@ class _Entry:
     self.variable.assign(np.asarray(value, dtype=self.variable.dtype))
 
 
-def _dense(layer, scope):
-  return [_Entry(layer.kernel, (f"{scope}/kernel",)), _Entry(layer.bias, (f"{scope}/bias",))]
+def _dense(layer, scope, transposed=False):
+  return [_Entry(layer.kernel, (f"{scope}/kernel",), transposed),
+          _Entry(layer.bias, (f"{scope}/bias",))]
 
 
 def _layer_norm(layer, scope):
@@ -91,7 +94,7 @@ def _encoder_entries(encoder):
         *_dense(block.attention.output_dense, f"{scope}/attention/output/dense"),
         *_layer_norm(block.attention_layer_norm, f"{scope}/attention/output/LayerNorm"),
         *_dense(block.intermediate, f"{scope}/intermediate/dense"),
-        *_dense(block.output_dense, f"{scope}/output/dense"),
+        *_dense(block.output_dense, f"{scope}/output/dense", transposed=True),
         *_layer_norm(block.output_layer_norm, f"{scope}/output/LayerNorm"),
     ]
   return entries + _dense(encoder.pooler, "bert/pooler/dense")

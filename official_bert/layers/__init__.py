@@ -7,3 +7,4 @@ from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import BertEmbeddings
 from official_bert.layers.masked_lm import MaskedLMHead
 from official_bert.layers.transformer_block import TransformerBlock
+from official_bert.layers.transposed_dense import TransposedDense

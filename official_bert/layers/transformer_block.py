@@ -7,6 +7,7 @@ from official_bert.layers.activations import get_activation
 from official_bert.layers.attention import SelfAttention
 from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
+from official_bert.layers.transposed_dense import TransposedDense
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -58,8 +59,8 @@ class TransformerBlock(keras.layers.Layer):
     self.intermediate = keras.layers.Dense(
         intermediate_size, activation=get_activation(activation), kernel_initializer=initializer,
         dtype=policy, name="intermediate")
-    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer,
-                                           dtype=policy, name="output_dense")
+    self.output_dense = TransposedDense(hidden_size, kernel_initializer=initializer,
+                                        dtype=policy, name="output_dense")
     self.output_dropout = Dropout(dropout_rate, dtype=policy, name="output_dropout")
     self.output_layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_layer_norm")

