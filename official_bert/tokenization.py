@@ -361,6 +361,24 @@ def _case_from_config_files(checkpoint_dir):
   return None, None
 
 
+def model_tokenizer(vocab_file, do_lower_case, vocab_size):
+  """A `FullTokenizer` over `vocab_file`, checked to fit a model of `vocab_size` tokens.
+
+  Args:
+    vocab_file: the vocabulary.
+    do_lower_case: lower-case and strip accents.
+    vocab_size: the model's `vocab_size`; a larger vocabulary is not the model's.
+
+  Raises:
+    ValueError: the vocabulary has more tokens than the model's embedding table.
+  """
+  tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  if len(tokenizer.vocab) > vocab_size:
+    raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but the model's vocab_size "
+                     f"is {vocab_size}: it is not this model's vocabulary.")
+  return tokenizer
+
+
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   """Raises when `do_lower_case` contradicts how the checkpoint was pre-trained.
 

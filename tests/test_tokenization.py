@@ -133,6 +133,13 @@ def test_full_tokenizer_requires_unk(tmp_path):
     tokenization.FullTokenizer(path)
 
 
+def test_model_tokenizer_rejects_a_vocabulary_larger_than_the_model(tiny_vocab_file):
+  size = len(TINY_VOCAB)
+  assert len(tokenization.model_tokenizer(tiny_vocab_file, True, size).vocab) == size
+  with pytest.raises(ValueError, match=f"has {size} tokens but the model's vocab_size is 5"):
+    tokenization.model_tokenizer(tiny_vocab_file, True, 5)
+
+
 def test_real_uncased_vocab_known_ids():
   vocab_file = shared_data("vocab/bert-base-uncased-vocab.txt")
   tokenizer = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)

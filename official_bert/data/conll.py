@@ -30,6 +30,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from official_bert.data.indexed_batches import indexed_batches
+
 IGNORED_LABEL_ID = -1
 OUTSIDE_LABEL = "O"
 DOCSTART = "-DOCSTART-"
@@ -396,18 +398,8 @@ def make_dataset(features, batch_size, is_training=False, seed=None, drop_remain
     -1 on ignored positions (use a loss with `ignore_class=-1`); `label_mask` float32, 1 on the
     first piece of each word.
   """
-  inputs = {name: tf.constant(getattr(features, name))
+  inputs = {name: getattr(features, name)
             for name in ("input_word_ids", "input_mask", "input_type_ids")}
-  label_ids = tf.constant(features.label_ids)
   label_mask = tf.constant(features.label_mask, tf.float32)
-  dataset = tf.data.Dataset.range(len(features))
-  if is_training:
-    dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True).repeat()
-  dataset = dataset.batch(batch_size,
-                          drop_remainder=is_training if drop_remainder is None else drop_remainder)
-  # Gathering whole batches by index keeps one copy of the arrays instead of a shuffle buffer.
-  dataset = dataset.map(
-      lambda index: ({name: tf.gather(t, index) for name, t in inputs.items()},
-                     tf.gather(label_ids, index), tf.gather(label_mask, index)),
-      num_parallel_calls=tf.data.AUTOTUNE)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  return indexed_batches((inputs, features.label_ids, label_mask), len(features), batch_size,
+                         is_training, seed, drop_remainder)

@@ -22,9 +22,9 @@ import re
 
 from absl import logging
 import numpy as np
-import tensorflow as tf
 
 from official_bert import tokenization
+from official_bert.data.indexed_batches import indexed_batches
 
 NO_LABEL = -1
 _ENDING_COLUMN = re.compile(r"ending(\d+)")
@@ -282,17 +282,7 @@ def make_dataset(features, batch_size, is_training=False, seed=None, drop_remain
     dataset = make_dataset(features, batch_size=16, is_training=True, seed=0)
     inputs, labels = next(iter(dataset))  # inputs["input_word_ids"]: [16, 4, seq_length]
   """
-  tensors = {name: tf.constant(getattr(features, name))
-             for name in ("input_word_ids", "input_mask", "input_type_ids")}
-  labels = tf.constant(features.labels)
-  dataset = tf.data.Dataset.range(len(features))
-  if is_training:
-    dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True).repeat()
-  dataset = dataset.batch(batch_size,
-                          drop_remainder=is_training if drop_remainder is None else drop_remainder)
-  # Gathering whole batches by index keeps one copy of the arrays instead of a shuffle buffer.
-  dataset = dataset.map(
-      lambda index: ({name: tf.gather(t, index) for name, t in tensors.items()},
-                     tf.gather(labels, index)),
-      num_parallel_calls=tf.data.AUTOTUNE)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  inputs = {name: getattr(features, name)
+            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+  return indexed_batches((inputs, features.labels), len(features), batch_size, is_training, seed,
+                         drop_remainder)

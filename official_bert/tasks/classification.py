@@ -275,10 +275,7 @@ def run_classifier(*, bert_config_file, vocab_file, config, task_name=None, data
   if glue_name == "AX" and (do_train or do_eval):
     raise ValueError("AX has only a test set, predicted with an MNLI model: run do_predict with "
                      "the output_dir of an MNLI run.")
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but the model's vocab_size "
-                     f"is {bert_config.vocab_size}: it is not this model's vocabulary.")
+  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
   is_regression = processor.is_regression
   label_list = processor.get_labels()
   if not is_regression and len(label_list) < 2:

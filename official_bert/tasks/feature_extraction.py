@@ -299,10 +299,7 @@ def extract_features(input_file, output_file, init_checkpoint, vocab_file=None,
     raise ValueError(f"max_seq_length={max_seq_length} exceeds the model's "
                      f"max_position_embeddings={config.max_position_embeddings}")
   layer_indexes = parse_layers([pooling_layer] if pooling else layers, config.num_hidden_layers)
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > config.vocab_size:
-    raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but the model's vocab_size "
-                     f"is {config.vocab_size}: it is not this model's vocabulary.")
+  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, config.vocab_size)
   if export_dir:
     # Before the extraction, so that a taken export_dir stops the run before the long part.
     export.export_encoder(encoder, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,

@@ -193,10 +193,7 @@ def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=
   files = {split: _split_file(split, data_dir, path) for split, path, wanted in (
       ("train", train_file, do_train), ("eval", eval_file, do_eval),
       ("predict", predict_file, do_predict)) if wanted}
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but the model's vocab_size "
-                     f"is {bert_config.vocab_size}: it is not this model's vocabulary.")
+  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
   features, summary = {}, []
   for split, path in files.items():
     examples = _read(path, require_labels=split != "predict")

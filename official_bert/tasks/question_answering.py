@@ -267,10 +267,7 @@ def run_squad(*, bert_config_file, vocab_file, config, train_file=None, predict_
   if max_seq_length <= max_query_length + 3:
     raise ValueError(f"The max_seq_length ({max_seq_length}) must be greater than "
                      f"max_query_length ({max_query_length}) + 3.")
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but the model's vocab_size "
-                     f"is {bert_config.vocab_size}: it is not this model's vocabulary.")
+  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
   windows = dict(max_seq_length=max_seq_length, doc_stride=doc_stride,
                  max_query_length=max_query_length)
   train_examples, skipped = (read_training_examples(train_file, version_2_with_negative)

@@ -226,10 +226,7 @@ def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=N
     raise ValueError(f"{files['eval']} has no tag column; evaluation needs gold tags.")
   labels = _labels(config.output_dir, sentences.get("train"),
                    files.get("train") or _train_file_if_any(data_dir, train_file))
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise ValueError(f"{vocab_file} has {len(tokenizer.vocab)} tokens but the model's vocab_size "
-                     f"is {bert_config.vocab_size}: it is not this model's vocabulary.")
+  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
   features, summary = {}, []
   for split, split_sentences in sentences.items():
     features[split] = conll.convert_sentences_to_features(split_sentences, labels, tokenizer,
