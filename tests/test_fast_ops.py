@@ -7,8 +7,9 @@ import tensorflow as tf
 
 from official_bert.layers import MaskedLMHead, TransposedDense
 from official_bert.layers.activations import get_activation
-from official_bert.layers.dropout import Dropout
+from official_bert.layers.dropout import Dropout, random_words
 from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
+from official_bert.training.gradient_norm import global_norm
 from official_bert.training.pretraining import pretraining_metrics
 
 
@@ -122,8 +123,36 @@ def test_dropout_masks_repeat_for_a_seed_and_differ_between_calls():
   first, again = masks(7), masks(7)
   np.testing.assert_array_equal(first[0], again[0])
   assert not np.array_equal(first[0], first[1])
-  # The two 16-bit halves of each random word drive different elements independently.
   assert 0.4 < (first[0] == 0).mean() < 0.6
+
+
+def test_random_words_are_uniform_and_unrelated_across_positions_and_seeds():
+  size = 1 << 16
+  words = {seed: random_words([size], tf.constant(seed, tf.int32)).numpy()
+           for seed in [(5, 0), (5, 1), (6, 0), (0, 0)]}
+  # Each of the 32 bits is set half the time: 4 standard deviations of 65,536 fair coins.
+  bits = (words[5, 0][:, None] >> np.arange(32, dtype=np.uint32)) & 1
+  assert np.all(np.abs(bits.mean(0) - 0.5) < 4 * 0.5 / np.sqrt(size))
+  # Neighbouring positions, the next step of a layer (seed counter + 1), another layer's seed,
+  # and the zero seed all give uncorrelated words.
+  uniform = {seed: w / 2.0**32 - 0.5 for seed, w in words.items()}
+  pairs = [(uniform[5, 0][1:], uniform[5, 0][:-1]), (uniform[5, 0], uniform[5, 1]),
+           (uniform[5, 0], uniform[6, 0]), (uniform[5, 0], uniform[0, 0])]
+  for a, b in pairs:
+    assert abs(np.corrcoef(a, b)[0, 1]) < 4 / np.sqrt(size)
+
+
+def test_dropout_gradient_is_the_mask_times_the_scale():
+  layer = Dropout(0.25, seed=11)
+  inputs = tf.constant(np.random.default_rng(3).normal(size=(16, 50)), tf.float32)
+  upstream = tf.constant(np.random.default_rng(4).normal(size=(16, 50)), tf.float32)
+  with tf.GradientTape() as tape:
+    tape.watch(inputs)
+    outputs = layer(inputs, training=True)
+    loss = tf.reduce_sum(outputs * upstream)
+  kept = outputs.numpy() != 0
+  np.testing.assert_allclose(outputs.numpy()[kept], inputs.numpy()[kept] / 0.75, rtol=1e-6)
+  np.testing.assert_allclose(tape.gradient(loss, inputs), upstream * kept / 0.75, rtol=1e-6)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
@@ -154,3 +183,16 @@ def test_transposed_dense_is_a_dense_layer_with_the_kernel_turned(policy):
   np.testing.assert_allclose(ours[1][1], np.transpose(reference[1][1]), rtol=tolerance,
                              atol=tolerance)
   np.testing.assert_allclose(ours[1][2], reference[1][2], rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+def test_global_norm_matches_tensorflow(mode):
+  rng = np.random.default_rng(5)
+  tensors = [tf.constant(rng.normal(size=shape), tf.float32)
+             for shape in [(768, 96), (7, 5), (32,), (64,), (3, 4, 8)]]
+  tensors.append(tf.IndexedSlices(tf.constant(rng.normal(size=(3, 8)), tf.float32),
+                                  tf.constant([0, 2, 5]), tf.constant([6, 8])))
+  norm = _both_modes(global_norm)[mode == "xla"](tensors)
+  np.testing.assert_allclose(norm, tf.linalg.global_norm(tensors), rtol=1e-5)
+  poisoned = tensors[:1] + [tf.constant([np.nan] * 64, tf.float32)]
+  assert np.isnan(_both_modes(global_norm)[mode == "xla"](poisoned))

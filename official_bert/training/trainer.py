@@ -35,6 +35,7 @@ from absl import logging
 
 from official_bert.training import checkpointing, distribution, optimization, progress
 from official_bert.training.config import EngineConfig
+from official_bert.training.gradient_norm import global_norm
 
 _ALL_STEPS = 2**31 - 1
 
@@ -201,7 +202,7 @@ class Trainer:
     replicas = self.strategy.num_replicas_in_sync
     if replicas > 1:
       grads, logs = tf.distribute.get_replica_context().all_reduce("sum", (grads, logs))
-    norm = tf.linalg.global_norm(grads) / optimization.loss_scale(self.optimizer)
+    norm = global_norm(grads) / optimization.loss_scale(self.optimizer)
     if self.config.clip_norm:
       grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
     if replicas > 1:
