@@ -196,3 +196,11 @@ def test_global_norm_matches_tensorflow(mode):
   np.testing.assert_allclose(norm, tf.linalg.global_norm(tensors), rtol=1e-5)
   poisoned = tensors[:1] + [tf.constant([np.nan] * 64, tf.float32)]
   assert np.isnan(_both_modes(global_norm)[mode == "xla"](poisoned))
+
+
+def test_random_words_number_positions_the_same_with_a_dynamic_shape():
+  seed = tf.constant([9, 4])
+  static = random_words([3, 50], seed)
+  dynamic = tf.function(random_words, input_signature=[tf.TensorSpec([2], tf.int32),
+                                                       tf.TensorSpec([2], tf.int32)])
+  np.testing.assert_array_equal(static, dynamic(tf.constant([3, 50]), seed))

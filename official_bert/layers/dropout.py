@@ -1,6 +1,7 @@
 """Dropout whose masks come from a keyed integer hash computed inside the step's own loops."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 # Odd constants of the 32-bit golden ratio and of MurmurHash3's finalizer.
@@ -25,7 +26,7 @@ def random_words(shape, seed):
   seed, so that different seeds give unrelated streams (not shifted copies of one stream).
 
   Args:
-    shape: the shape of the result.
+    shape: the shape of the result: a list of ints or an int tensor.
     seed: an int32 tensor of shape `[2]`.
 
   Returns:
@@ -40,7 +41,13 @@ def random_words(shape, seed):
   seed = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
   key0 = _mix32(tf.bitwise.bitwise_xor(seed[0], _mix32(seed[1] + _GOLDEN)))
   key1 = _mix32(tf.bitwise.bitwise_xor(seed[1], _mix32(seed[0])))
-  position = tf.bitcast(tf.range(tf.reduce_prod(shape)), tf.uint32)
+  size = tf.reduce_prod(tf.cast(shape, tf.int64))
+  # Positions count modulo 2^32; the cheaper int32 count serves tensors that it can number.
+  if isinstance(shape, (list, tuple)) and all(isinstance(d, int) for d in shape) and (
+      np.prod(shape, dtype=np.int64) < 2**31):
+    position = tf.bitcast(tf.range(tf.cast(size, tf.int32)), tf.uint32)
+  else:
+    position = tf.cast(tf.range(size) % 2**32, tf.uint32)
   words = _mix32(_mix32(tf.bitwise.bitwise_xor(position, key0)) + key1)
   return tf.reshape(words, shape)
 
@@ -50,7 +57,8 @@ def _hashed_dropout(inputs, seed, rate):
   # Compiled apart so that a graph-mode step gets the fused form too; XLA inlines it into an
   # XLA-compiled step.
   threshold = tf.cast(tf.cast(rate, tf.float64) * 2.0**32, tf.uint32)
-  keep = random_words(tf.shape(inputs), seed) >= threshold
+  shape = inputs.shape.as_list() if inputs.shape.is_fully_defined() else tf.shape(inputs)
+  keep = random_words(shape, seed) >= threshold
   # Scaling after the select makes the gradient end in the select, which XLA's CPU backend sums
   # quickly into a bias gradient; a product at the end falls back to a much slower reduction.
   return tf.where(keep, inputs, tf.zeros_like(inputs)) * tf.cast(1 / (1 - rate), inputs.dtype)
