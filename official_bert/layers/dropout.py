@@ -41,13 +41,12 @@ def random_words(shape, seed):
   seed = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
   key0 = _mix32(tf.bitwise.bitwise_xor(seed[0], _mix32(seed[1] + _GOLDEN)))
   key1 = _mix32(tf.bitwise.bitwise_xor(seed[1], _mix32(seed[0])))
-  size = tf.reduce_prod(tf.cast(shape, tf.int64))
-  # Positions count modulo 2^32; the cheaper int32 count serves tensors that it can number.
-  if isinstance(shape, (list, tuple)) and all(isinstance(d, int) for d in shape) and (
-      np.prod(shape, dtype=np.int64) < 2**31):
-    position = tf.bitcast(tf.range(tf.cast(size, tf.int32)), tf.uint32)
+  static = isinstance(shape, (list, tuple)) and all(isinstance(d, int) for d in shape)
+  if static and np.prod(shape, dtype=np.int64) < 2**31:
+    position = tf.bitcast(tf.range(int(np.prod(shape))), tf.uint32)
   else:
-    position = tf.cast(tf.range(size) % 2**32, tf.uint32)
+    # Larger or dynamic shapes count in int64, positions modulo 2^32.
+    position = tf.cast(tf.range(tf.reduce_prod(tf.cast(shape, tf.int64))) % 2**32, tf.uint32)
   words = _mix32(_mix32(tf.bitwise.bitwise_xor(position, key0)) + key1)
   return tf.reshape(words, shape)
 

@@ -12,11 +12,11 @@ def _sum_of_squares(tensor):
   if isinstance(tensor, tf.IndexedSlices):
     tensor = tensor.values
   size = tensor.shape.num_elements()
-  if size is None or size % _ROW or size == _ROW:
+  if size is None or size % _ROW:
     return tf.reduce_sum(tf.square(tensor))
   rows = tf.reduce_sum(tf.square(tf.reshape(tensor, [size // _ROW, _ROW])), -1)
   # `abs` (a no-op on these non-negative sums, NaN kept) stops XLA from merging the two sums
-  # back into the slow form; the row sums are then summed by a library kernel.
+  # back into one long sum of a product, the slow form.
   return tf.reduce_sum(tf.abs(rows))
 
 
