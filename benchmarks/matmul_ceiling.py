@@ -11,8 +11,10 @@ of a BERT-Base step at batch 8, sequence 128 (1,024 tokens):
 * the 4096 x 4096 product that sets the peak.
 
 Each product is timed alone, as a `tf.function` compiled with XLA and as one without (TensorFlow's
-oneDNN kernel). The last row weights the step's products by their FLOPs, which bounds the share of
-the peak that an XLA-compiled step can reach even if everything but its products took no time.
+oneDNN kernel). The last row weights the step's products by their FLOPs: the share of the peak an
+XLA-compiled step would reach if everything but its products took no time and each product ran
+alone. Inside a step XLA runs a weight's two gradient products side by side, which a profile of
+the BERT-Base step put at about 440 GFLOP/s, so the step's own ceiling is somewhat higher.
 
     python benchmarks/matmul_ceiling.py [--repeats=5]
 """
