@@ -1,0 +1,84 @@
+"""Files through TensorFlow's file systems: atomic writes and glob expansion.
+
+Every path the package reads or writes may be local or any scheme TensorFlow knows (`gs://`,
+`file://`, `ram://`, ...), so both helpers go through `tf.io.gfile`.
+
+Example:
+
+>>> with atomic_write("ram://file_io_example/notes.txt") as f:
+...   _ = f.write("written whole or not at all\\n")
+>>> expand_globs("ram://file_io_example/*.txt")
+['ram://file_io_example/notes.txt']
+"""
+
+import contextlib
+import os
+import uuid
+
+import tensorflow as tf
+
+
+def temporary_name(path):
+  """A sibling name for `path` that no other writer (process or thread) picks."""
+  return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="w"):
+  """Opens a file that appears at `path` only once the `with` block finished without error.
+
+  The content goes to a temporary name beside `path`, renamed over `path` at the end, so an
+  interrupted run never leaves a file that looks complete; on an error the temporary is removed.
+
+  Args:
+    path: the file to write.
+    mode: `"w"` for text or `"wb"` for bytes.
+
+  Yields:
+    The open `tf.io.gfile.GFile`.
+  """
+  if mode not in ("w", "wb"):
+    raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}.")
+  path = os.fspath(path)
+  temporary = temporary_name(path)
+  try:
+    with tf.io.gfile.GFile(temporary, mode) as f:
+      yield f
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+
+
+def write_text(path, text):
+  """Writes `text` to `path` atomically (see `atomic_write`)."""
+  with atomic_write(path) as f:
+    f.write(text)
+
+
+def expand_globs(patterns, what="input file"):
+  """Expands file names and globs, comma-separated or in a list, into sorted file names.
+
+  Args:
+    patterns: a string of comma-separated names or globs, or a list of such strings.
+    what: what the files are, for the error message (e.g. "pre-training data").
+
+  Returns:
+    The matching files (folders excluded), each pattern's matches sorted, in pattern order.
+
+  Raises:
+    FileNotFoundError: a pattern matches no file, or no pattern was given.
+  """
+  if isinstance(patterns, (str, os.PathLike)):
+    patterns = [os.fspath(patterns)]
+  files = []
+  for pattern in (p.strip() for group in patterns for p in os.fspath(group).split(",")):
+    if not pattern:
+      continue
+    matches = sorted(m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m))
+    if not matches:
+      raise FileNotFoundError(f"{what} {pattern!r}: no such file (or no match for the glob).")
+    files.extend(matches)
+  if not files:
+    raise FileNotFoundError(f"No {what} given in {patterns!r}.")
+  return files
