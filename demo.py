@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # pylint: disable=wrong-import-position

@@ -1,44 +1,9 @@
-"""Exports a fine-tuned (or pre-trained) BERT folder as a SavedModel for TF Serving.
+"""`python export_saved_model.py`, the original command (also `bert-export-saved-model`).
 
-    python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_savedmodel/1
-
-`--model_dir` is the `--output_dir` of a fine-tuning script (its `task.json` picks the signatures)
-or a pre-trained folder (converted, TF1 or Hugging Face, with `vocab.txt`), exported as a text
-encoder. The signatures of each task are listed in `official_bert/export/saved_model.py`; a client
-needs TensorFlow and `import tensorflow_text` to run them.
+Its flags and documentation are in `official_bert/cli/export_saved_model.py`.
 """
 
-import os
-
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-
-# pylint: disable=wrong-import-position
-from absl import app
-from absl import flags
-
-from official_bert import export
-
-flags.DEFINE_string("model_dir", None,
-                    "Fine-tuned output folder (with task.json) or pre-trained folder.")
-flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
-                    "<model_base_path>/<version>).")
-flags.DEFINE_integer("max_seq_length", None,
-                     "Sequence length of the raw-text signatures. Default: the one of training, "
-                     "or 128 for a pre-trained folder.")
-flags.DEFINE_bool("do_lower_case", None,
-                  "Whether the model is uncased. Default: from task.json; required for a "
-                  "pre-trained folder.")
-flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
-flags.mark_flags_as_required(["model_dir", "export_dir"])
-FLAGS = flags.FLAGS
-
-
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  export.export_model_dir(FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
-                          do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite)
-
+from official_bert.cli import export_saved_model
 
 if __name__ == "__main__":
-  app.run(main)
+  export_saved_model.run()

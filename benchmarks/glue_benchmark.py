@@ -26,14 +26,14 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
 
 # pylint: disable=wrong-import-position
 from absl import logging
 
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import classification
-from official_bert.tasks.fine_tuning import FineTuningConfig
+from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def main():
       limit = args.sst2_train_examples if task == "SST-2" else args.mrpc_train_examples
       data_dir, num_examples = sample_task(task, work / "data", limit, args.seed)
       max_seq_length = args.sst2_max_seq_length if task == "SST-2" else args.mrpc_max_seq_length
-      config = FineTuningConfig(
+      config = RunConfig(
           output_dir=str(work / f"{task}_output"), init_checkpoint=str(model),
           train_batch_size=args.train_batch_size, eval_batch_size=64,
           learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,

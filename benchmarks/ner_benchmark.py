@@ -24,7 +24,7 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
 
 # pylint: disable=wrong-import-position
 from absl import logging
@@ -32,7 +32,7 @@ from absl import logging
 from official_bert.checkpoints import read_hf_config
 from official_bert.data import conll
 from official_bert.tasks import tagging
-from official_bert.tasks.fine_tuning import FineTuningConfig
+from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def main():
     config_file = work / "bert_config.json"
     read_hf_config(model).to_json_file(str(config_file))
     train_file, num_sentences = training_file(work, args.train_sentences)
-    config = FineTuningConfig(
+    config = RunConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
         train_batch_size=args.train_batch_size, eval_batch_size=64, predict_batch_size=64,
         learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,

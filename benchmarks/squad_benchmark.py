@@ -29,7 +29,7 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
 
 # pylint: disable=wrong-import-position
 from absl import logging
@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import question_answering
-from official_bert.tasks.fine_tuning import FineTuningConfig
+from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def main():
     files, num_train, num_eval = split_articles(work, args.train_articles, args.eval_articles)
     config_file = work / "bert_config.json"
     read_hf_config(model).to_json_file(str(config_file))
-    config = FineTuningConfig(
+    config = RunConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
         train_batch_size=args.train_batch_size, predict_batch_size=64,
         learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,

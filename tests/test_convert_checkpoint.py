@@ -13,7 +13,8 @@ from conftest import minilm_model_dir
 from safetensors.numpy import load_file
 
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer
-from official_bert import checkpoints, convert_checkpoint
+from official_bert import checkpoints
+from official_bert.cli import convert_checkpoint
 from official_bert.checkpoints import tf1
 
 CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
@@ -25,7 +26,7 @@ def run_script(*args):
   flag_values = flags.FlagValues()
   convert_checkpoint.define_flags(flag_values)
   flag_values(["convert_checkpoint", *args])
-  return convert_checkpoint.run(flag_values)
+  return convert_checkpoint.convert_from_flags(flag_values)
 
 
 @pytest.fixture(name="source", scope="module")
@@ -133,7 +134,7 @@ def test_script_requires_its_flags_and_checks_the_format(source, tmp_path):
 @pytest.mark.slow
 def test_script_runs_as_a_module(source, tmp_path):
   folder, model = source
-  subprocess.run([sys.executable, "-m", "official_bert.convert_checkpoint", "--input_format=tf1",
+  subprocess.run([sys.executable, "-m", "official_bert.cli.convert_checkpoint", "--input_format=tf1",
                   f"--input={folder}", f"--output_dir={tmp_path}"], check=True)
   assert_same_weights(checkpoints.load_pretrainer(tmp_path), model)
 

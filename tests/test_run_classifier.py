@@ -1,4 +1,4 @@
-"""`run_classifier`: learning on a generated task, the original outputs, resume, MNLI/AX, custom
+"""`ClassificationTask` through the driver: learning on a generated task, the original outputs, resume, MNLI/AX, custom
 files, bad data and misuse, the original README command, and real GLUE rows."""
 
 import csv
@@ -11,14 +11,14 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import shared_data
+from conftest import run_task, shared_data
 
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
 from official_bert.data.classifier_data import DataError
 from official_bert.tasks import classification
-from official_bert.tasks.fine_tuning import FineTuningConfig
+from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +48,11 @@ def _config(output_dir, **kwargs):
   values = dict(output_dir=str(output_dir), train_batch_size=16, eval_batch_size=32,
                 predict_batch_size=32, learning_rate=2e-3, num_train_epochs=6.0, engine=ENGINE)
   values.update(kwargs)
-  return FineTuningConfig(**values)
+  return RunConfig(**values)
+
+
+def _run_classifier(**kwargs):
+  return run_task(classification.ClassificationTask, **kwargs)
 
 
 def _count_records(path):
@@ -81,7 +85,7 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   output_dir = tmp_path / "out"
   run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
              task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24, do_eval=True)
-  results = classification.run_classifier(config=_config(output_dir), do_train=True,
+  results = _run_classifier(config=_config(output_dir), do_train=True,
                                           do_predict=True, **run)
 
   majority = max(np.mean([row.endswith("\t1") for row in sentiment["dev"]]), 0.5)
@@ -105,7 +109,7 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   assert task["extra"] == {"sentence_pair": False}
 
   # Running the same command again resumes at the final checkpoint: no more training.
-  again = classification.run_classifier(config=_config(output_dir), do_train=True, **run)
+  again = _run_classifier(config=_config(output_dir), do_train=True, **run)
   assert again == results
 
 
@@ -133,7 +137,7 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
                                hidden=16)
   output_dir = tmp_path / "out"
   common = dict(bert_config_file=config, vocab_file=vocab, max_seq_length=16)
-  results = classification.run_classifier(
+  results = _run_classifier(
       task_name="MNLI", data_dir=str(mnli), config=_config(output_dir, num_train_epochs=1.0),
       do_train=True, do_eval=True, do_predict=True, **common)
   assert sorted(results) == ["eval_accuracy", "eval_loss", "eval_mismatched_accuracy",
@@ -142,14 +146,14 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
   assert len(_read_tsv(output_dir / "MNLI-mm.tsv")) == 6
   assert np.array(_read_tsv(output_dir / "test_results_mismatched.tsv")).shape == (5, 3)
 
-  classification.run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
+  _run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
                                 config=_config(output_dir), **common)
   ax_rows = _read_tsv(output_dir / "AX.tsv")
   assert ax_rows[0] == ["index", "prediction"] and len(ax_rows) == 5
   assert {row[1] for row in ax_rows[1:]} <= set(labels)
   assert np.array(_read_tsv(output_dir / "test_results_ax.tsv")).shape == (4, 3)
   with pytest.raises(ValueError, match="MNLI"):
-    classification.run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
+    _run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
                                   config=_config(tmp_path / "fresh"), **common)
 
 
@@ -172,7 +176,7 @@ def test_custom_csv_pair_task(tmp_path):
   write_csv("test.csv", 6, labelled=False)
   config, vocab = _model_files(str(tmp_path / "model"), words + [","], hidden=16)
   output_dir = tmp_path / "out"
-  results = classification.run_classifier(
+  results = _run_classifier(
       bert_config_file=config, vocab_file=vocab, task_name="custom", data_dir=str(data),
       custom_options={"text_a_column": "first", "text_b_column": "second",
                       "label_column": "relation"},
@@ -203,7 +207,7 @@ def test_custom_jsonl_regression_task(tmp_path):
         f.write(json.dumps(record) + "\n")
   config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16)
   output_dir = tmp_path / "out"
-  results = classification.run_classifier(
+  results = _run_classifier(
       bert_config_file=config, vocab_file=vocab, task_name="custom", data_dir=str(data),
       custom_options={"text_a_column": "text", "label_column": "score", "is_regression": True},
       config=_config(output_dir, num_train_epochs=1.0), max_seq_length=8, do_train=True,
@@ -243,11 +247,11 @@ def _bad_data_task(tmp_path):
 def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp_path, caplog):
   run = _bad_data_task(tmp_path)
   with pytest.raises(DataError, match=r"train\.tsv:3: expected 2 tab-separated fields, found 1"):
-    classification.run_classifier(config=_config(tmp_path / "a"), do_train=True, **run)
+    _run_classifier(config=_config(tmp_path / "a"), do_train=True, **run)
   with pytest.raises(DataError, match=r"dev\.tsv:3: column 'label' is '2'"):
-    classification.run_classifier(config=_config(tmp_path / "b"), do_eval=True, **run)
+    _run_classifier(config=_config(tmp_path / "b"), do_eval=True, **run)
   with caplog.at_level(logging.INFO, logger="absl"):
-    results = classification.run_classifier(config=_config(tmp_path / "c"), do_eval=True,
+    results = _run_classifier(config=_config(tmp_path / "c"), do_eval=True,
                                             skip_malformed_rows=True, **run)
   assert "Read 2 dev examples (1 malformed row(s) skipped)" in caplog.text
   assert results["global_step"] == 0 and 0 <= results["eval_accuracy"] <= 1
@@ -267,7 +271,7 @@ def test_misuse_is_reported_before_any_work(tmp_path, changes, message):
   run = dict(_bad_data_task(tmp_path), config=_config(tmp_path / "out"), do_train=True)
   run.update(changes)
   with pytest.raises(ValueError, match=message):
-    classification.run_classifier(**run)
+    _run_classifier(**run)
   assert not (tmp_path / "out").exists()
 
 
@@ -276,7 +280,7 @@ def test_a_vocabulary_larger_than_the_model_is_rejected(tmp_path):
   with open(run["vocab_file"], "a", encoding="utf-8") as f:
     f.write("extra\n")
   with pytest.raises(ValueError, match="vocab_size"):
-    classification.run_classifier(config=_config(tmp_path / "out"), do_eval=True, **run)
+    _run_classifier(config=_config(tmp_path / "out"), do_eval=True, **run)
 
 
 def _real_rows(source, target, count):
@@ -295,7 +299,7 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
   for split, count in (("train", 48), ("dev", 20), ("test", 10)):
     _real_rows(glue / "MRPC" / f"{split}.tsv", tmp_path / "MRPC" / f"{split}.tsv", count)
   output_dir = tmp_path / "mrpc_out"
-  results = classification.run_classifier(
+  results = _run_classifier(
       bert_config_file=config, vocab_file=vocab, task_name="MRPC",
       data_dir=str(tmp_path / "MRPC"), config=_config(output_dir, num_train_epochs=1.0),
       max_seq_length=64, do_train=True, do_eval=True, do_predict=True)
@@ -304,7 +308,7 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
   assert [row[0] for row in _read_tsv(output_dir / "MRPC.tsv")[1:]] == real_ids
 
   _real_rows(glue / "SST-2" / "dev.tsv", tmp_path / "SST-2" / "dev.tsv", 30)
-  results = classification.run_classifier(
+  results = _run_classifier(
       bert_config_file=config, vocab_file=vocab, task_name="SST-2",
       data_dir=str(tmp_path / "SST-2"), config=_config(tmp_path / "sst_out"), max_seq_length=32,
       do_eval=True)

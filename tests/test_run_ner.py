@@ -10,7 +10,8 @@ import pytest
 
 from official_bert import BertConfig
 from official_bert.data import conll
-from official_bert.tasks import fine_tuning, tagging
+from official_bert.tasks import runner as run_lib
+from official_bert.tasks import tagging
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +68,7 @@ def _write_data(folder, rng, num_train=320):
 
 def _config(output_dir, **kwargs):
   engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
-  return fine_tuning.FineTuningConfig(output_dir=str(output_dir), train_batch_size=16,
+  return run_lib.RunConfig(output_dir=str(output_dir), train_batch_size=16,
                                       eval_batch_size=64, predict_batch_size=64, engine=engine,
                                       **kwargs)
 

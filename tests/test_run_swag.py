@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from official_bert import BertConfig
-from official_bert.tasks import fine_tuning, multiple_choice
+from official_bert.tasks import multiple_choice
+from official_bert.tasks import runner as run_lib
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +49,7 @@ def _write_swag_csv(path, num_examples, rng, labelled=True):
 
 def _config(output_dir, **kwargs):
   engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
-  return fine_tuning.FineTuningConfig(output_dir=str(output_dir), train_batch_size=16,
+  return run_lib.RunConfig(output_dir=str(output_dir), train_batch_size=16,
                                       eval_batch_size=32, predict_batch_size=32, engine=engine,
                                       **kwargs)
 

@@ -8,8 +8,8 @@ whose original had other defaults changes them after defining the flags, e.g. fo
     flags.DEFINE_string("data_dir", None, ...)     # the task's own flags
 
     def main(_):
-      fine_tuning_flags.validate_flags()           # the original checks, before any work
-      my_task.run(..., config=fine_tuning_flags.fine_tuning_config_from_flags())
+      driver.run(MyTask(**fine_tuning_flags.task_args_from_flags(), data_dir=FLAGS.data_dir),
+                 fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
 
     if __name__ == "__main__":
       flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
@@ -20,7 +20,8 @@ from absl import flags
 
 from official_bert.cli import engine_flags
 from official_bert.configs import BertConfig
-from official_bert.tasks import fine_tuning
+from official_bert.tasks import runner
+from official_bert.tasks.base import Modes
 
 FLAGS = flags.FLAGS
 REQUIRED_FLAGS = ["bert_config_file", "vocab_file", "output_dir"]
@@ -65,13 +66,13 @@ def define_fine_tuning_flags():
   engine_flags.define_tpu_flags()
 
 
-def fine_tuning_config_from_flags():
-  """Builds the `FineTuningConfig` (with its `EngineConfig`) from the parsed flags.
+def run_config_from_flags():
+  """Builds the `RunConfig` (with its `EngineConfig`) from the parsed flags.
 
   Returns:
-    A `fine_tuning.FineTuningConfig`.
+    A `runner.RunConfig`.
   """
-  return fine_tuning.FineTuningConfig(
+  return runner.RunConfig(
       output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint,
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
@@ -81,17 +82,13 @@ def fine_tuning_config_from_flags():
           save_checkpoints_steps=FLAGS.save_checkpoints_steps))
 
 
-def validate_flags():
-  """The original scripts' checks: raises `ValueError` before any work on a misuse.
+def modes_from_flags():
+  """The run's `Modes` from `--do_train`, `--do_eval` and `--do_predict`."""
+  return Modes(train=FLAGS.do_train, eval=FLAGS.do_eval, predict=FLAGS.do_predict)
 
-  At least one of `--do_train`, `--do_eval`, `--do_predict`; `--do_lower_case` agrees with what
-  `--init_checkpoint` says of its casing; `--max_seq_length` fits the model's
-  `max_position_embeddings`.
-  """
-  if not FLAGS.bert_config_file:
-    raise ValueError("--bert_config_file is required.")
-  fine_tuning.validate_run(
-      do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
-      bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
-      max_seq_length=FLAGS.max_seq_length, do_lower_case=FLAGS.do_lower_case,
-      init_checkpoint=FLAGS.init_checkpoint)
+
+def task_args_from_flags():
+  """The `Task` arguments every fine-tuning task shares: config, vocabulary, casing, length."""
+  return dict(bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
+              vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+              max_seq_length=FLAGS.max_seq_length)

@@ -1,10 +1,10 @@
 """Sentence and sentence-pair classification (and regression): the library side of
 `run_classifier.py`.
 
-`run_classifier` reads a GLUE task, the user's own files (`task_name="custom"`) or a TFDS `glue/*`
-dataset, writes the features to `train.tf_record`, `eval.tf_record` and `predict.tf_record` in the
-output folder as the original did, fine-tunes a `BertClassifier` with the shared
-`fine_tuning.FineTuningRunner` and writes, like the original:
+`ClassificationTask` reads a GLUE task, the user's own files (`task_name="custom"`) or a TFDS
+`glue/*` dataset, writes the features to `train.tf_record`, `eval.tf_record` and
+`predict.tf_record` in the output folder as the original did, fine-tunes a `BertClassifier` and
+writes, like the original:
 
 * `eval_results.txt`: `eval_loss`, `eval_accuracy` and the task's GLUE metrics (`eval_f1` for MRPC
   and QQP, `eval_matthews_corrcoef` for CoLA, `eval_pearson` / `eval_spearman` for STS-B), and
@@ -31,12 +31,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from official_bert import tokenization
-from official_bert.configs import BertConfig
+from official_bert import file_io
 from official_bert.data import classifier_data, classifier_features
 from official_bert.evaluation import glue_metrics
 from official_bert.models import BertClassifier
-from official_bert.tasks import fine_tuning
+from official_bert.tasks import base
 
 TEST_RESULTS = "test_results{suffix}.tsv"
 CUSTOM_PREDICTIONS = "test_predictions.tsv"
@@ -135,29 +134,6 @@ def _processor(task_name, data_dir, tfds_name, custom_options, skip_malformed_ro
   return classifier_data.get_processor(task_name, data_dir, tfds_name=tfds_name, **options)
 
 
-class _Reader:
-  """Reads splits, logging and recording how many examples and skipped rows each had."""
-
-  def __init__(self, processor):
-    self.processor = processor
-    self.summary = []
-    self.sentence_pair = False
-
-  def __call__(self, split):
-    processor = self.processor
-    if split not in processor.splits:
-      raise ValueError(f"The data has no {split!r} split (it has {list(processor.splits)}).")
-    examples = processor.get_examples(split)
-    key = (processor.tfds_split(split) if hasattr(processor, "tfds_split")
-           else processor.split_file(split))
-    skipped = processor.skipped_rows.get(key, 0)
-    logging.info("Read %d %s examples (%d malformed row(s) skipped).", len(examples), split,
-                 skipped)
-    self.summary.append(f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped")
-    self.sentence_pair = examples[0].text_b is not None
-    return examples
-
-
 def _splits(processor, task_name):
   """The `(eval splits, predict splits)` of the data, with the names of their outputs."""
   if task_name == "AX":
@@ -173,7 +149,7 @@ def _splits(processor, task_name):
 
 
 def _input_fn(path, max_seq_length, is_training, is_regression, seed=None, for_predict=False):
-  """An input function over classifier TFRecords, for `FineTuningRunner`."""
+  """An input function over classifier TFRecords, for `Runner`."""
 
   def input_fn(batch_size, input_context):
     dataset = classifier_features.create_classifier_dataset(
@@ -188,24 +164,6 @@ def _input_fn(path, max_seq_length, is_training, is_regression, seed=None, for_p
   return input_fn
 
 
-def _predict(runner, examples, split, label_list, tokenizer, max_seq_length, is_regression,
-             output_dir, mode):
-  """Writes `<mode><suffix>.tf_record`, runs the model; returns `(logits, label_ids)` of the
-  real examples, in order."""
-  path = os.path.join(output_dir, f"{mode}{split.suffix}.tf_record")
-  classifier_features.file_based_convert_examples_to_features(
-      examples, label_list, max_seq_length, tokenizer, path, is_regression)
-  batch_size = runner.config.eval_batch_size if mode == "eval" else None
-  outputs = runner.predict(_input_fn(path, max_seq_length, False, is_regression, for_predict=True),
-                           keep=("label_ids", "is_real_example"), batch_size=batch_size)
-  real = outputs["is_real_example"] > 0
-  logits, label_ids = outputs["logits"][real].astype(np.float64), outputs["label_ids"][real]
-  if len(logits) != len(examples):
-    raise RuntimeError(f"{len(examples)} {split.name} examples but {len(logits)} predictions; "
-                       "prediction runs on one machine (all of its replicas) only.")
-  return logits, label_ids
-
-
 def _softmax(logits):
   exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
   return exp / exp.sum(axis=-1, keepdims=True)
@@ -215,7 +173,7 @@ def _write_predictions(output_dir, split, examples, logits, label_list, is_regre
   """Writes `test_results<suffix>.tsv` and the submission file; returns their paths."""
   values = logits if is_regression else _softmax(logits)
   results = os.path.join(output_dir, TEST_RESULTS.format(suffix=split.suffix))
-  fine_tuning.write_file(results, "".join(
+  file_io.write_text(results, "".join(
       "\t".join(str(float(value)) for value in row) + "\n" for row in values))
   if is_regression:
     predictions = [str(float(score)) for score in logits[:, 0]]
@@ -225,23 +183,17 @@ def _write_predictions(output_dir, split, examples, logits, label_list, is_regre
                             else CUSTOM_PREDICTIONS)
   rows = [f"{example.guid.split('-', 1)[1]}\t{prediction}\n"
           for example, prediction in zip(examples, predictions)]
-  fine_tuning.write_file(submission, "index\tprediction\n" + "".join(rows))
+  file_io.write_text(submission, "index\tprediction\n" + "".join(rows))
   return [results, submission]
 
 
-def run_classifier(*, bert_config_file, vocab_file, config, task_name=None, data_dir=None,
-                   tfds_name=None, custom_options=None, skip_malformed_rows=None,
-                   do_lower_case=True, max_seq_length=128, do_train=False, do_eval=False,
-                   do_predict=False):
-  """Fine-tunes, evaluates and/or predicts a sentence(-pair) classifier.
+class ClassificationTask(base.Task):
+  """Sentence(-pair) classification or regression on GLUE, TFDS `glue/*` or the user's files.
 
   Args:
-    bert_config_file: the `bert_config.json` of the pre-trained model.
-    vocab_file: its WordPiece vocabulary.
-    config: the `fine_tuning.FineTuningConfig` (output folder, init checkpoint, batch sizes,
-      learning rate, epochs, warmup, export, engine).
+    bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`.
     task_name: a GLUE task (`CoLA`, `SST-2`, `MRPC`, `STS-B`, `QQP`, `MNLI`, `QNLI`, `RTE`,
-      `WNLI`, `AX`) or `custom`; not needed with `tfds_name`.
+      `WNLI`, `AX`, `XNLI`) or `custom`; not needed with `tfds_name`.
     data_dir: the task's folder of files (for TFDS, optionally its data folder).
     tfds_name: read a TFDS dataset such as `glue/sst2` instead of files.
     custom_options: for `custom`: `text_a_column`, `label_column` (required), `text_b_column`,
@@ -249,80 +201,130 @@ def run_classifier(*, bert_config_file, vocab_file, config, task_name=None, data
       `dev_file`, `test_file` for files not named `<split>.<csv|tsv|jsonl>` in `data_dir`.
     skip_malformed_rows: skip (and count) malformed rows instead of stopping at the first;
       None keeps the data's default (skip for QQP only).
-    do_lower_case: lower-case the text (uncased models).
-    max_seq_length: tokens per example after WordPiece, `[CLS]` and `[SEP]`s included.
-    do_train: fine-tune on the train split (resuming from `config.output_dir`).
-    do_eval: evaluate on the dev split(s) into `eval_results.txt`.
-    do_predict: predict the test split(s) into `test_results.tsv` and the submission file.
-
-  Returns:
-    The evaluation results (dict of floats with `global_step`); empty without `do_eval`.
 
   Example:
 
-    run_classifier(bert_config_file="uncased_L-12_H-768_A-12/bert_config.json",
-                   vocab_file="uncased_L-12_H-768_A-12/vocab.txt", task_name="MRPC",
-                   data_dir="glue_data/MRPC", do_train=True, do_eval=True,
-                   config=FineTuningConfig(output_dir="/tmp/mrpc_output", learning_rate=2e-5,
-                                           init_checkpoint="uncased_L-12_H-768_A-12"))
+    task = ClassificationTask(bert_config=BertConfig.from_json_file("bert_config.json"),
+                              vocab_file="vocab.txt", task_name="MRPC", data_dir="glue/MRPC")
+    driver.run(task, RunConfig(output_dir="/tmp/mrpc_output", learning_rate=2e-5,
+                               init_checkpoint="uncased_L-12_H-768_A-12"),
+               Modes(train=True, eval=True))
   """
-  bert_config = BertConfig.from_json_file(bert_config_file)
-  fine_tuning.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
-                           bert_config=bert_config, max_seq_length=max_seq_length,
-                           do_lower_case=do_lower_case, init_checkpoint=config.init_checkpoint)
-  processor = _processor(task_name, data_dir, tfds_name, custom_options, skip_malformed_rows)
-  glue_name = processor.task.name if hasattr(processor, "task") else None
-  if glue_name == "AX" and (do_train or do_eval):
-    raise ValueError("AX has only a test set, predicted with an MNLI model: run do_predict with "
-                     "the output_dir of an MNLI run.")
-  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
-  is_regression = processor.is_regression
-  label_list = processor.get_labels()
-  if not is_regression and len(label_list) < 2:
-    raise ValueError(f"The training data has only the label(s) {label_list}; a classifier needs "
-                     "two or more (or is_regression for numeric targets).")
-  output_dir, read = config.output_dir, _Reader(processor)
-  train_examples = read("train") if do_train else None
-  loss_fn = classification_loss(is_regression)
-  runner = fine_tuning.FineTuningRunner(
-      lambda: BertClassifier(bert_config, 1 if is_regression else len(label_list)), loss_fn,
-      config, metrics_fn=None if is_regression else classification_metrics,
-      num_train_examples=len(train_examples) if do_train else None)
-  if not do_train and runner.global_step == 0:
-    if glue_name == "AX":
+
+  name = "classification"
+
+  def __init__(self, *, task_name=None, data_dir=None, tfds_name=None, custom_options=None,
+               skip_malformed_rows=None, **kwargs):
+    super().__init__(**kwargs)
+    self.processor = _processor(task_name, data_dir, tfds_name, custom_options,
+                                skip_malformed_rows)
+    self.glue_name = getattr(getattr(self.processor, "task", None), "name", None)
+    self.is_regression = self.processor.is_regression
+    self.label_list = self.processor.get_labels()
+    self.name = self.glue_name or tfds_name or "custom data"
+    self.examples = {}
+    self.sentence_pair = False
+
+  def _read(self, split):
+    processor = self.processor
+    if split not in processor.splits:
+      raise ValueError(f"The data has no {split!r} split (it has {list(processor.splits)}).")
+    examples = processor.get_examples(split)
+    key = (processor.tfds_split(split) if hasattr(processor, "tfds_split")
+           else processor.split_file(split))
+    skipped = processor.skipped_rows.get(key, 0)
+    logging.info("Read %d %s examples (%d malformed row(s) skipped).", len(examples), split,
+                 skipped)
+    self.summary.append(f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped")
+    self.sentence_pair = examples[0].text_b is not None
+    self.examples[split] = examples
+    return examples
+
+  def validate(self, modes, init_checkpoint=None):
+    super().validate(modes, init_checkpoint)
+    if self.glue_name == "AX" and (modes.train or modes.eval):
+      raise ValueError("AX has only a test set, predicted with an MNLI model: run do_predict "
+                       "with the output_dir of an MNLI run.")
+    if not self.is_regression and len(self.label_list) < 2:
+      raise ValueError(f"The training data has only the label(s) {self.label_list}; a "
+                       "classifier needs two or more (or is_regression for numeric targets).")
+    self.eval_splits, self.predict_splits = _splits(self.processor, self.glue_name)
+    if modes.train:
+      self._read("train")
+    for split in self.eval_splits if modes.eval else []:
+      self._check_labels(split.name, self._read(split.name))
+    for split in self.predict_splits if modes.predict else []:
+      self._read(split.name)
+
+  def _check_labels(self, split, examples):
+    if self.is_regression:
+      return
+    known = set(self.label_list)
+    unknown = sorted({str(e.label) for e in examples if e.label not in known})
+    if unknown:
+      raise ValueError(f"The {split} split has label(s) {unknown} that the task's labels "
+                       f"{self.label_list} do not include.")
+
+  def build_model(self):
+    return BertClassifier(self.bert_config, 1 if self.is_regression else len(self.label_list))
+
+  def loss(self, outputs, labels):
+    return classification_loss(self.is_regression)(outputs, labels)
+
+  @property
+  def metrics(self):
+    return None if self.is_regression else classification_metrics
+
+  def untrained(self, output_dir):
+    if self.glue_name == "AX":
       raise ValueError(f"{output_dir} holds no fine-tuned checkpoint: AX is predicted with an "
                        "MNLI model, so give the output_dir of an MNLI run.")
-    logging.warning("%s holds no fine-tuned checkpoint: the classification layer is untrained.",
-                    output_dir)
+    super().untrained(output_dir)
 
-  if do_train:
-    train_file = os.path.join(output_dir, "train.tf_record")
+  def num_train_examples(self):
+    return len(self.examples["train"])
+
+  def train_input_fn(self, runner):
+    train_file = os.path.join(runner.config.output_dir, "train.tf_record")
     classifier_features.file_based_convert_examples_to_features(
-        train_examples, label_list, max_seq_length, tokenizer, train_file, is_regression)
-    runner.train(_input_fn(train_file, max_seq_length, True, is_regression,
-                           seed=config.engine.seed))
-  eval_splits, predict_splits = _splits(processor, glue_name)
-  results, files = {}, []
-  for split in eval_splits if do_eval else []:
-    examples = read(split.name)
-    logits, label_ids = _predict(runner, examples, split, label_list, tokenizer, max_seq_length,
-                                 is_regression, output_dir, "eval")
-    results.update(runner.eval_results(
-        score_predictions(glue_name, logits, label_ids, is_regression), f"eval{split.suffix}"))
-  if results:
-    files.append(runner.write_eval_results(results))
-  for split in predict_splits if do_predict else []:
-    examples = read(split.name)
-    logits, _ = _predict(runner, examples, split, label_list, tokenizer, max_seq_length,
-                         is_regression, output_dir, "predict")
-    if runner.is_chief:
-      files += _write_predictions(output_dir, split, examples, logits, label_list, is_regression)
-  if do_train or config.export_dir:
-    files.append(runner.save(
-        task="regression" if is_regression else "classification", vocab_file=vocab_file,
-        do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-        labels=None if is_regression else label_list, extra={"sentence_pair": read.sentence_pair}))
-  logging.info("***** Summary *****  %s, step %d; %s; wrote %s",
-               glue_name or tfds_name or "custom data", runner.global_step, "; ".join(read.summary),
-               ", ".join(files))
-  return results
+        self.examples["train"], self.label_list, self.max_seq_length, self.tokenizer,
+        train_file, self.is_regression)
+    return _input_fn(train_file, self.max_seq_length, True, self.is_regression,
+                     seed=runner.config.engine.seed)
+
+  def _predict(self, runner, split, mode):
+    """Writes `<mode><suffix>.tf_record`, runs the model; returns `(logits, label_ids)` of the
+    real examples, in order."""
+    path = os.path.join(runner.config.output_dir, f"{mode}{split.suffix}.tf_record")
+    classifier_features.file_based_convert_examples_to_features(
+        self.examples[split.name], self.label_list, self.max_seq_length, self.tokenizer, path,
+        self.is_regression)
+    batch_size = runner.config.eval_batch_size if mode == "eval" else None
+    outputs = runner.predict(
+        _input_fn(path, self.max_seq_length, False, self.is_regression, for_predict=True),
+        keep=("label_ids", "is_real_example"), batch_size=batch_size)
+    real = outputs["is_real_example"] > 0
+    return outputs["logits"][real].astype(np.float64), outputs["label_ids"][real]
+
+  def evaluate(self, runner):
+    results = {}
+    for split in self.eval_splits:
+      logits, label_ids = self._predict(runner, split, "eval")
+      results.update(runner.eval_results(
+          score_predictions(self.glue_name, logits, label_ids, self.is_regression),
+          f"eval{split.suffix}"))
+    return results
+
+  def predict(self, runner):
+    written = []
+    for split in self.predict_splits:
+      logits, _ = self._predict(runner, split, "predict")
+      if runner.is_chief:
+        written += _write_predictions(runner.config.output_dir, split, self.examples[split.name],
+                                      logits, self.label_list, self.is_regression)
+    return written
+
+  def model_folder_fields(self):
+    return {"task": "regression" if self.is_regression else "classification",
+            "labels": None if self.is_regression else self.label_list,
+            "extra": {"sentence_pair": self.sentence_pair}}

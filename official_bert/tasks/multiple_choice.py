@@ -2,7 +2,7 @@
 
 `run_swag` reads SWAG files (the CSV files `train.csv`, `val.csv`, `test.csv` of the release, or
 JSON lines) with `official_bert.data.swag`, fine-tunes a `BertMultipleChoice` with the shared
-`fine_tuning.FineTuningRunner` and writes:
+`runner.Runner` and writes:
 
 * `eval_results.txt`: `eval_accuracy`, `eval_loss` and `global_step`;
 * `test_results.tsv`: one line per predicted example, the probabilities of its choices
@@ -26,7 +26,7 @@ from official_bert import tokenization
 from official_bert.configs import BertConfig
 from official_bert.data import swag
 from official_bert.models import BertMultipleChoice
-from official_bert.tasks import fine_tuning
+from official_bert.tasks import runner as run_lib
 
 TEST_RESULTS = "test_results.tsv"
 TEST_PREDICTIONS = "test_predictions.jsonl"
@@ -100,7 +100,7 @@ def write_predictions(output_dir, features, logits):
   """
   probabilities = _softmax(logits.astype(np.float64))
   results = os.path.join(output_dir, TEST_RESULTS)
-  fine_tuning.write_file(results, "".join(
+  run_lib.write_file(results, "".join(
       "\t".join(str(float(p)) for p in row) + "\n" for row in probabilities))
   lines = []
   for example_id, label, row in zip(features.example_ids, features.labels, probabilities):
@@ -110,7 +110,7 @@ def write_predictions(output_dir, features, logits):
       record["label"] = int(label)
     lines.append(json.dumps(record) + "\n")
   predictions = os.path.join(output_dir, TEST_PREDICTIONS)
-  fine_tuning.write_file(predictions, "".join(lines))
+  run_lib.write_file(predictions, "".join(lines))
   return [results, predictions]
 
 
@@ -140,8 +140,8 @@ def _read(path, require_labels):
 
 
 def _input_fn(features, is_training, seed=None):
-  """An input function over packed features, for `FineTuningRunner`."""
-  return fine_tuning.in_memory_input_fn(
+  """An input function over packed features, for `Runner`."""
+  return run_lib.in_memory_input_fn(
       lambda batch_size: swag.make_dataset(features, batch_size, is_training=is_training,
                                            seed=seed))
 
@@ -162,7 +162,7 @@ def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=
   Args:
     bert_config_file: the `bert_config.json` of the pre-trained model.
     vocab_file: its WordPiece vocabulary.
-    config: the `fine_tuning.FineTuningConfig` (output folder, init checkpoint, batch sizes,
+    config: the `runner.RunConfig` (output folder, init checkpoint, batch sizes,
       learning rate, epochs, warmup, export, engine).
     data_dir: a folder with `train.csv`, `val.csv`, `test.csv` (or `.jsonl` files).
     train_file: the training file, instead of `data_dir`'s (`.csv` or `.jsonl`).
@@ -183,11 +183,11 @@ def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=
     run_swag(bert_config_file="uncased_L-12_H-768_A-12/bert_config.json",
              vocab_file="uncased_L-12_H-768_A-12/vocab.txt", data_dir="swagaf/data",
              do_train=True, do_eval=True,
-             config=FineTuningConfig(output_dir="/tmp/swag_output", learning_rate=2e-5,
+             config=RunConfig(output_dir="/tmp/swag_output", learning_rate=2e-5,
                                      init_checkpoint="uncased_L-12_H-768_A-12"))
   """
   bert_config = BertConfig.from_json_file(bert_config_file)
-  fine_tuning.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
+  run_lib.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
                            bert_config=bert_config, max_seq_length=max_seq_length,
                            do_lower_case=do_lower_case, init_checkpoint=config.init_checkpoint)
   files = {split: _split_file(split, data_dir, path) for split, path, wanted in (
@@ -206,7 +206,7 @@ def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=
                      f"{files}.")
   num_choices = num_choices.pop()
 
-  runner = fine_tuning.FineTuningRunner(
+  runner = run_lib.Runner(
       lambda: BertMultipleChoice(bert_config, num_choices=num_choices), multiple_choice_loss,
       config, metrics_fn=multiple_choice_metrics,
       num_train_examples=len(features["train"]) if do_train else None)

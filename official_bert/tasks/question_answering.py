@@ -5,7 +5,7 @@
 * training: the questions of `train_file` are shuffled with the fixed seed 12345, cut into
   windowed features (`official_bert.data.squad`) and streamed into `output_dir/train.tf_record`;
   the step count comes from the number of questions, as in the original, and a
-  `BertSpanLabeler` is fine-tuned with the shared `fine_tuning.FineTuningRunner`. The loss is the
+  `BertSpanLabeler` is fine-tuned with the shared `runner.Runner`. The loss is the
   original's: the mean of the start and end softmax cross-entropies over the positions;
 * prediction: the features of `predict_file` go to `output_dir/eval.tf_record`, the model gives
   start and end logits per feature (keyed by `unique_id`), and `write_predictions` turns them into
@@ -33,7 +33,7 @@ from official_bert.configs import BertConfig
 from official_bert.data import squad
 from official_bert.evaluation import squad_evaluate, squad_postprocessing
 from official_bert.models import BertSpanLabeler
-from official_bert.tasks import fine_tuning
+from official_bert.tasks import runner as run_lib
 from official_bert.training import progress
 
 TRAIN_RECORDS = "train.tf_record"
@@ -120,7 +120,7 @@ def has_gold_answers(data_file):
 
 
 def _input_fn(path, max_seq_length, is_training):
-  """An input function over SQuAD TFRecords for `FineTuningRunner`; prediction keeps the ids."""
+  """An input function over SQuAD TFRecords for `Runner`; prediction keeps the ids."""
 
   def input_fn(batch_size, input_context):
     dataset = squad.create_squad_dataset(path, max_seq_length, batch_size, is_training,
@@ -152,7 +152,7 @@ def predict_file_answers(runner, predict_file, tokenizer, *, max_seq_length, doc
   """Answers every question of `predict_file` and writes the original's prediction files.
 
   Args:
-    runner: a `fine_tuning.FineTuningRunner` holding a `BertSpanLabeler`.
+    runner: a `runner.Runner` holding a `BertSpanLabeler`.
     predict_file: a SQuAD JSON file (answers not needed).
     tokenizer: the `FullTokenizer`.
     max_seq_length, doc_stride, max_query_length: see `squad.convert_examples_to_features`.
@@ -227,7 +227,7 @@ def run_squad(*, bert_config_file, vocab_file, config, train_file=None, predict_
   Args:
     bert_config_file: the `bert_config.json` of the pre-trained model.
     vocab_file: its WordPiece vocabulary.
-    config: the `fine_tuning.FineTuningConfig` (output folder, init checkpoint, batch sizes,
+    config: the `runner.RunConfig` (output folder, init checkpoint, batch sizes,
       learning rate, epochs, warmup, export, engine).
     train_file: SQuAD JSON for training, e.g. `train-v1.1.json`.
     predict_file: SQuAD JSON to answer, e.g. `dev-v1.1.json`; scored when it holds answers.
@@ -252,12 +252,12 @@ def run_squad(*, bert_config_file, vocab_file, config, train_file=None, predict_
     run_squad(bert_config_file="uncased_L-12_H-768_A-12/bert_config.json",
               vocab_file="uncased_L-12_H-768_A-12/vocab.txt", train_file="train-v1.1.json",
               predict_file="dev-v1.1.json", do_train=True, do_predict=True,
-              config=FineTuningConfig(output_dir="/tmp/squad_base", train_batch_size=12,
+              config=RunConfig(output_dir="/tmp/squad_base", train_batch_size=12,
                                       learning_rate=3e-5, num_train_epochs=2.0,
                                       init_checkpoint="uncased_L-12_H-768_A-12/bert_model.ckpt"))
   """
   bert_config = BertConfig.from_json_file(bert_config_file)
-  fine_tuning.validate_run(do_train=do_train, do_eval=False, do_predict=do_predict,
+  run_lib.validate_run(do_train=do_train, do_eval=False, do_predict=do_predict,
                            bert_config=bert_config, max_seq_length=max_seq_length,
                            do_lower_case=do_lower_case, init_checkpoint=config.init_checkpoint)
   if do_train and not train_file:
@@ -272,7 +272,7 @@ def run_squad(*, bert_config_file, vocab_file, config, train_file=None, predict_
                  max_query_length=max_query_length)
   train_examples, skipped = (read_training_examples(train_file, version_2_with_negative)
                              if do_train else (None, []))
-  runner = fine_tuning.FineTuningRunner(
+  runner = run_lib.Runner(
       lambda: BertSpanLabeler(bert_config), span_loss, config, metrics_fn=span_metrics,
       num_train_examples=len(train_examples) if do_train else None)
   if not do_train and runner.global_step == 0:

@@ -2,7 +2,7 @@
 
 `run_ner` reads CoNLL-style files with `official_bert.data.conll` (one token a line, the tag in
 the last column, a blank line between sentences), fine-tunes a `BertTokenClassifier` with the
-shared `fine_tuning.FineTuningRunner` and writes:
+shared `runner.Runner` and writes:
 
 * `labels.txt`: the tags of the training file, one a line in label-id order (`O` first), so that
   evaluation and prediction runs on the same `output_dir` need no training file (without one,
@@ -30,7 +30,7 @@ from official_bert.configs import BertConfig
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics
 from official_bert.models import BertTokenClassifier
-from official_bert.tasks import fine_tuning
+from official_bert.tasks import runner as run_lib
 
 LABELS_FILE = "labels.txt"
 EVAL_PREDICTIONS = "eval_predictions.txt"
@@ -80,7 +80,7 @@ def write_labels(path, labels):
     path: the file.
     labels: the tags in label-id order, written one a line.
   """
-  fine_tuning.write_file(path, "".join(f"{label}\n" for label in labels))
+  run_lib.write_file(path, "".join(f"{label}\n" for label in labels))
 
 
 def read_labels(path):
@@ -148,8 +148,8 @@ def _train_file_if_any(data_dir, train_file):
 
 
 def _input_fn(features, is_training, seed=None):
-  """An input function over token-classification features, for `FineTuningRunner`."""
-  return fine_tuning.in_memory_input_fn(
+  """An input function over token-classification features, for `Runner`."""
+  return run_lib.in_memory_input_fn(
       lambda batch_size: conll.make_dataset(features, batch_size, is_training=is_training,
                                             seed=seed).map(
           lambda inputs, label_ids, label_mask: (inputs, label_ids)))
@@ -190,7 +190,7 @@ def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=N
   Args:
     bert_config_file: the `bert_config.json` of the pre-trained model.
     vocab_file: its WordPiece vocabulary.
-    config: the `fine_tuning.FineTuningConfig` (output folder, init checkpoint, batch sizes,
+    config: the `runner.RunConfig` (output folder, init checkpoint, batch sizes,
       learning rate, epochs, warmup, export, engine).
     data_dir: a folder with `train.txt`, `dev.txt` or `valid.txt`, `test.txt` (or `.conll`).
     train_file: the training file, instead of `data_dir`'s; its tags are the labels.
@@ -211,11 +211,11 @@ def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=N
     run_ner(bert_config_file="cased_L-12_H-768_A-12/bert_config.json",
             vocab_file="cased_L-12_H-768_A-12/vocab.txt", data_dir="conll2003",
             do_lower_case=False, do_train=True, do_eval=True,
-            config=FineTuningConfig(output_dir="/tmp/ner_output", learning_rate=5e-5,
+            config=RunConfig(output_dir="/tmp/ner_output", learning_rate=5e-5,
                                     init_checkpoint="cased_L-12_H-768_A-12"))
   """
   bert_config = BertConfig.from_json_file(bert_config_file)
-  fine_tuning.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
+  run_lib.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
                            bert_config=bert_config, max_seq_length=max_seq_length,
                            do_lower_case=do_lower_case, init_checkpoint=config.init_checkpoint)
   files = {split: _split_file(split, data_dir, path) for split, path, wanted in (
@@ -235,7 +235,7 @@ def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=N
                    f"({features[split].num_split_sentences} split, "
                    f"{features[split].num_truncated_words} words truncated)")
 
-  runner = fine_tuning.FineTuningRunner(
+  runner = run_lib.Runner(
       lambda: BertTokenClassifier(bert_config, num_classes=len(labels)),
       token_classification_loss, config, metrics_fn=token_classification_metrics,
       num_train_examples=len(features["train"]) if do_train else None)

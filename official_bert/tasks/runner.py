@@ -1,16 +1,16 @@
-"""The fine-tuning runner that every task script shares (classifier, SQuAD, SWAG, NER, ...).
+"""The runner: one task's model under the engine's strategy, trained, evaluated and predicted.
 
-A task supplies what is its own: a model factory, a loss, optional training metrics and its input
-functions. The runner does the rest the same way for every task, as the original scripts did:
+`driver.run` creates one `Runner` per run from a `Task` (`official_bert.tasks.base`) and a
+`RunConfig`. The runner
 
-* sets up the engine (`EngineConfig.setup()`: strategy, precision, seeds) and builds the model and
-  the optimizer in the strategy's scope;
-* turns epochs into steps: `num_train_steps = int(num_examples / train_batch_size *
-  num_train_epochs)`, `num_warmup_steps = int(num_train_steps * warmup_proportion)`;
-* resumes from the newest checkpoint in `output_dir`, and otherwise starts the encoder from
+* sets up the engine (`EngineConfig.setup()`: strategy, precision, seeds) and builds the task's
+  model and the optimizer in the strategy's scope, with the task's step count: for fine-tuning
+  `num_train_steps = int(num_examples / train_batch_size * num_train_epochs)` and
+  `num_warmup_steps = int(num_train_steps * warmup_proportion)`, as the original scripts;
+* resumes from the newest checkpoint in `output_dir`, and otherwise lets the task load
   `init_checkpoint` (an original TF1 checkpoint, a converted folder or a Hugging Face folder);
 * trains, evaluates and predicts with `official_bert.training.Trainer`, writes `eval_results.txt`
-  (`key = value` lines, sorted) and saves or exports the fine-tuned model.
+  (`key = value` lines, sorted) and saves or exports the trained model.
 
 An input function is `input_fn(batch_size, input_context)`: it returns a `tf.data.Dataset` of
 batches of `batch_size` examples (the per-replica share of the run's train, eval or predict batch
@@ -18,19 +18,6 @@ size, which the runner works out), reading the input pipeline's shard of
 `input_context` (a `tf.distribute.InputContext`). Training datasets repeat and yield
 `(features, labels)`; evaluation datasets end; prediction datasets yield features (or
 `(features, labels)`, labels ignored).
-
-Example (a classifier on `create_classifier_dataset` records; `classification.py` is the full
-version):
-
-    config = FineTuningConfig(output_dir="/tmp/out", init_checkpoint="uncased_L-2_H-128_A-2/")
-    runner = FineTuningRunner(lambda: BertClassifier(bert_config, 2), loss_fn, config,
-                              num_train_examples=3668)
-    runner.train(train_input_fn)                  # resumes when /tmp/out holds a checkpoint
-    results = runner.evaluate(eval_input_fn)      # {"eval_loss": ..., "global_step": ...}
-    runner.write_eval_results(results)            # /tmp/out/eval_results.txt
-    logits = runner.predict(test_input_fn)["logits"]
-    runner.save(task="classification", vocab_file="vocab.txt", do_lower_case=True,
-                max_seq_length=128)                 # the model folder; a SavedModel with export_dir
 
 Tasks that score whole sets from predictions (F1 over spans, correlations) call `predict` with
 `batch_size=config.eval_batch_size` and name their scores with `eval_results`.
@@ -43,8 +30,7 @@ from typing import Optional
 import tensorflow as tf
 from absl import logging
 
-from official_bert import export, tokenization
-from official_bert.checkpoints import restore_encoder_weights
+from official_bert import export, file_io, tokenization
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -54,8 +40,8 @@ EVAL_RESULTS = "eval_results.txt"
 
 
 @dataclasses.dataclass(frozen=True)
-class FineTuningConfig:
-  """The hyper-parameters every fine-tuning task shares (the original scripts' flags).
+class RunConfig:
+  """The hyper-parameters every task shares (the original scripts' flags).
 
   Args:
     output_dir: checkpoints, TensorBoard summaries, `eval_results.txt`, the task's outputs and
@@ -67,8 +53,10 @@ class FineTuningConfig:
     eval_batch_size: global evaluation batch.
     predict_batch_size: global prediction batch.
     learning_rate: the peak learning rate of the warmup + linear decay schedule.
-    num_train_epochs: passes over the training examples (may be fractional).
-    warmup_proportion: fraction of the training steps spent warming the learning rate up.
+    num_train_epochs: passes over the training examples (may be fractional); a task with a
+      step count of its own (pre-training) ignores it.
+    warmup_proportion: fraction of the training steps spent warming the learning rate up; a
+      task with a step count of its own ignores it.
     export_dir: where `export` writes a serving SavedModel; None for no export.
     engine: the `EngineConfig` (strategy, precision, checkpoint rhythm, optimizer, seeds).
   """
@@ -145,7 +133,7 @@ def validate_run(*, do_train, do_eval, do_predict, bert_config, max_seq_length,
 
 
 def in_memory_input_fn(make_dataset):
-  """An input function for `FineTuningRunner` over features held in memory.
+  """An input function for `Runner` over features held in memory.
 
   Args:
     make_dataset: `make_dataset(batch_size)` -> the whole dataset in batches of `batch_size`.
@@ -175,76 +163,50 @@ def write_eval_results(path, results):
   for key in sorted(results):
     logging.info("  %s = %s", key, results[key])
     lines.append(f"{key} = {results[key]}\n")
-  write_file(path, "".join(lines))
+  file_io.write_text(path, "".join(lines))
 
 
-def write_file(path, text):
-  """Writes a text file under a temporary name in the same folder, then renames it into place.
+class Runner:
+  """Builds a task's model under the engine's strategy and trains, evaluates and predicts with it.
 
-  An interrupted run thus never leaves a file that looks complete.
-
-  Args:
-    path: the file (a local path or any `tf.io.gfile` URL).
-    text: its content.
-  """
-  temporary = f"{path}.tmp-{os.getpid()}"
-  try:
-    with tf.io.gfile.GFile(temporary, "w") as f:
-      f.write(text)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
-
-
-class FineTuningRunner:
-  """Builds a task model under the engine's strategy and trains, evaluates and predicts with it.
-
-  Creating the runner sets up the engine, builds the model (and, when `num_train_examples` is
-  given, the optimizer and its schedule), restores the newest checkpoint of `output_dir` or else
-  loads `init_checkpoint` into the encoder.
+  Creating the runner sets up the engine, builds the model (and, for a run that trains, the
+  optimizer and its schedule), restores the newest checkpoint of `output_dir` or else has the
+  task load `init_checkpoint`.
 
   Args:
-    model_fn: `model_fn()` -> a Keras task model with an `.encoder` (`BertClassifier`, ...);
-      called once, inside the strategy's scope.
-    loss_fn: `loss_fn(outputs, labels)` -> dict of scalars with `loss` (see `Trainer`).
-    config: the `FineTuningConfig`.
-    metrics_fn: optional `metrics_fn(outputs, labels)` -> `{name: (total, count)}`, logged during
-      training and averaged over the evaluation set by `evaluate`.
-    num_train_examples: training examples, which set the step count with the batch size and
-      epochs; None for a run that does not train (no optimizer is built).
+    task: the `Task`: its `build_model` is called once, inside the strategy's scope; its
+      `loss` and `metrics` drive the `Trainer`; its `training_steps` set the schedule.
+    config: the `RunConfig`.
+    train: whether the run trains (then the optimizer is built).
 
   Attributes:
     strategy: the `tf.distribute.Strategy`.
     model: the task model.
     trainer: the `Trainer`.
-    num_train_steps, num_warmup_steps: the schedule (0 without `num_train_examples`).
+    num_train_steps, num_warmup_steps: the schedule (0 for a run that does not train).
     is_chief: whether this machine writes files (always, outside multi-worker training).
   """
 
-  def __init__(self, model_fn, loss_fn, config, *, metrics_fn=None, num_train_examples=None):
+  def __init__(self, task, config, *, train=False):
     self.config = config
     self.num_train_steps = self.num_warmup_steps = 0
-    if num_train_examples is not None:
-      self.num_train_steps, self.num_warmup_steps = training_steps(
-          num_train_examples, config.train_batch_size, config.num_train_epochs,
-          config.warmup_proportion)
+    if train:
+      self.num_train_steps, self.num_warmup_steps = task.training_steps(config)
     engine = config.engine
     self.strategy = engine.setup()  # first: multi-worker set-up must precede other TF work
     tf.io.gfile.makedirs(config.output_dir)
     with self.strategy.scope():
-      self.model = model_fn()
+      self.model = task.build_model()
       optimizer = None
-      if num_train_examples is not None:
+      if train:
         optimizer = create_optimizer(engine.optimizer_type, config.learning_rate,
                                      self.num_train_steps, self.num_warmup_steps,
                                      engine.weight_decay, dtype=engine.dtype)
-    self.trainer = Trainer(self.model, loss_fn, optimizer, strategy=self.strategy,
-                           model_dir=config.output_dir, config=engine, metrics_fn=metrics_fn)
+    self.trainer = Trainer(self.model, task.loss, optimizer, strategy=self.strategy,
+                           model_dir=config.output_dir, config=engine, metrics_fn=task.metrics)
     self.is_chief = distribution.is_chief(self.strategy)
     if self.trainer.restore() == 0 and config.init_checkpoint:
-      restore_encoder_weights(self.model, config.init_checkpoint)
-      logging.info("Initialised the encoder from %s.", config.init_checkpoint)
+      task.initialize(self.model, config.init_checkpoint)
 
   @property
   def global_step(self):
@@ -268,7 +230,7 @@ class FineTuningRunner:
       The last logging interval's losses and metrics.
     """
     if not self.num_train_steps:
-      raise ValueError("This runner was built without num_train_examples; it cannot train.")
+      raise ValueError("This runner was built for a run that does not train.")
     logging.info("***** Running training *****  batch size %d, %d steps (%d warmup)",
                  self.config.train_batch_size, self.num_train_steps, self.num_warmup_steps)
     return self.trainer.train(self._dataset_fn(input_fn, self.config.train_batch_size),

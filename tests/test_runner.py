@@ -1,4 +1,4 @@
-"""The shared fine-tuning runner: steps from epochs, checks, init checkpoint, resume, eval, save."""
+"""The runner that the driver builds for every task: steps from epochs, checks, init checkpoint, resume, eval, save."""
 
 import json
 import os
@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, BertEncoder, export_pretrained_dir
-from official_bert.tasks import fine_tuning
+from official_bert.tasks import base
+from official_bert.tasks import runner as run_lib
 from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.training import EngineConfig
 
@@ -47,13 +48,34 @@ def _input_fn(is_training, for_predict=False):
   return input_fn
 
 
+class _ToyTask(base.Task):
+  """A classifier on `_toy_data`, with `num_examples` training examples."""
+
+  name = "toy"
+
+  def __init__(self, num_examples):
+    super().__init__(bert_config=CONFIG, vocab_file=None, max_seq_length=SEQ)
+    self.num_examples = num_examples
+
+  def build_model(self):
+    return BertClassifier(CONFIG, 2)
+
+  def loss(self, outputs, labels):
+    return classification_loss(False)(outputs, labels)
+
+  def metrics(self, outputs, labels):
+    return classification_metrics(outputs, labels)
+
+  def num_train_examples(self):
+    return self.num_examples
+
+
 def _runner(output_dir, num_train_examples=48, **config):
-  config = fine_tuning.FineTuningConfig(
+  config = run_lib.RunConfig(
       output_dir=str(output_dir), train_batch_size=8, eval_batch_size=16, predict_batch_size=20,
       learning_rate=1e-3, num_train_epochs=2.0, engine=ENGINE, **config)
-  return fine_tuning.FineTuningRunner(lambda: BertClassifier(CONFIG, 2), classification_loss(False),
-                                      config, metrics_fn=classification_metrics,
-                                      num_train_examples=num_train_examples)
+  return run_lib.Runner(_ToyTask(num_train_examples), config,
+                        train=num_train_examples is not None)
 
 
 def _weights(model):
@@ -61,10 +83,10 @@ def _weights(model):
 
 
 def test_training_steps_follow_the_original_rounding():
-  assert fine_tuning.training_steps(3668, 32, 3.0, 0.1) == (343, 34)
-  assert fine_tuning.training_steps(100, 32, 1.0, 0.5) == (3, 1)
+  assert run_lib.training_steps(3668, 32, 3.0, 0.1) == (343, 34)
+  assert run_lib.training_steps(100, 32, 1.0, 0.5) == (3, 1)
   with pytest.raises(ValueError, match="no training step"):
-    fine_tuning.training_steps(10, 32, 1.0, 0.1)
+    run_lib.training_steps(10, 32, 1.0, 0.1)
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -77,28 +99,12 @@ def test_config_rejects_bad_values(field, value, message):
   values = dict(output_dir="/tmp/out")
   values[field] = value
   with pytest.raises(ValueError, match=message):
-    fine_tuning.FineTuningConfig(**values)
-
-
-def test_validate_run_makes_the_original_checks(tmp_path):
-  common = dict(bert_config=CONFIG, max_seq_length=SEQ)
-  with pytest.raises(ValueError, match="do_train, do_eval or do_predict"):
-    fine_tuning.validate_run(do_train=False, do_eval=False, do_predict=False, **common)
-  with pytest.raises(ValueError, match="max_position_embeddings"):
-    fine_tuning.validate_run(do_train=True, do_eval=False, do_predict=False,
-                             bert_config=CONFIG, max_seq_length=17)
-  google_model = tmp_path / "uncased_L-2_H-128_A-2"
-  google_model.mkdir()
-  with pytest.raises(ValueError, match="--do_lower_case=True"):
-    fine_tuning.validate_run(do_train=True, do_eval=False, do_predict=False, do_lower_case=False,
-                             init_checkpoint=str(google_model / "bert_model.ckpt"), **common)
-  fine_tuning.validate_run(do_train=False, do_eval=False, do_predict=True, do_lower_case=True,
-                           init_checkpoint=str(google_model / "bert_model.ckpt"), **common)
+    run_lib.RunConfig(**values)
 
 
 def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
   path = tmp_path / "eval_results.txt"
-  fine_tuning.write_eval_results(str(path), {"global_step": 7, "eval_loss": 0.5,
+  run_lib.write_eval_results(str(path), {"global_step": 7, "eval_loss": 0.5,
                                              "eval_accuracy": 0.75})
   assert path.read_text() == "eval_accuracy = 0.75\neval_loss = 0.5\nglobal_step = 7\n"
   assert os.listdir(tmp_path) == ["eval_results.txt"]
@@ -155,8 +161,8 @@ def test_interrupted_training_resumes_to_the_same_weights_then_evaluates_predict
   assert tf.saved_model.contains_saved_model(exported)
 
 
-def test_a_runner_without_training_examples_cannot_train(tmp_path):
+def test_a_runner_for_a_run_without_training_cannot_train(tmp_path):
   runner = _runner(tmp_path / "out", num_train_examples=None)
   assert runner.trainer.optimizer is None and runner.num_train_steps == 0
-  with pytest.raises(ValueError, match="num_train_examples"):
+  with pytest.raises(ValueError, match="does not train"):
     runner.train(_input_fn(is_training=True))

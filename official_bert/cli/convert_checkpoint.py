@@ -1,6 +1,6 @@
 r"""Converts an original TF1 or a Hugging Face BERT checkpoint into a converted folder.
 
-    python -m official_bert.convert_checkpoint --input_format=tf1 \
+    bert-convert-checkpoint --input_format=tf1 \
         --input=uncased_L-4_H-256_A-4/bert_model.ckpt --output_dir=bert_mini
 
 The folder holds `bert_config.json`, `vocab.txt` (when the source has one) and the weights:
@@ -32,7 +32,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.mark_flags_as_required(["input_format", "input", "output_dir"], flag_values=flag_values)
 
 
-def run(flag_values):
+def convert_from_flags(flag_values):
   """Converts the checkpoint that parsed `flag_values` name; returns the output folder."""
   return converter.convert(flag_values.input_format, flag_values.input, flag_values.output_dir,
                            output_format=flag_values.output_format,
@@ -42,9 +42,14 @@ def run(flag_values):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-  run(flags.FLAGS)
+  convert_from_flags(flags.FLAGS)
+
+
+def run():
+  """The `bert-convert-checkpoint` command (`python -m official_bert.cli.convert_checkpoint`)."""
+  define_flags()
+  app.run(main)
 
 
 if __name__ == "__main__":
-  define_flags()
-  app.run(main)
+  run()

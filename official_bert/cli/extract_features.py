@@ -1,0 +1,75 @@
+"""Extracts pre-trained BERT activations (feature-based use) as JSON lines, as the original did.
+
+The original flags keep their names, defaults and output format, so its README command runs
+unchanged:
+
+    python extract_features.py --input_file=/tmp/input.txt --output_file=/tmp/output.jsonl \
+      --vocab_file=$BERT_BASE_DIR/vocab.txt --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
+      --max_seq_length=128 --batch_size=8
+
+One text per line, ` ||| ` between the two texts of a pair. Each output line is
+`{"linex_index": i, "features": [{"token": ..., "layers": [{"index": -1, "values": [...]}]}]}`.
+`--init_checkpoint` also takes a converted folder or a Hugging Face folder; `--vocab_file` and
+`--bert_config_file` default to the files beside it.
+
+Added flags: `--pooling=mean|cls` (with `--normalize` and `--pooling_layer`) writes one sentence
+vector per line instead, `{"linex_index": i, "embedding": [...]}`; `--export_dir` also writes a
+SavedModel of the encoder (raw text or token ids in; `sequence_output`, `pooled_output`,
+`encoder_outputs` out, like TF Hub's BERT encoders).
+"""
+
+from absl import app, flags
+
+from official_bert.tasks import feature_extraction
+
+flags.DEFINE_string("input_file", None, "Input text: one sequence per line, ' ||| ' between a "
+                    "pair.")
+flags.DEFINE_string("output_file", None, "The JSON-lines output file.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1: the last).")
+flags.DEFINE_string("bert_config_file", None,
+                    "The config json file corresponding to the pre-trained BERT model; by "
+                    "default the one beside --init_checkpoint.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "The maximum total input sequence length after WordPiece tokenization. "
+                     "Sequences longer than this will be truncated.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initial checkpoint (usually from a pre-trained BERT model): an original TF1 "
+                    "bert_model.ckpt, a converted folder or a Hugging Face folder.")
+flags.DEFINE_string("vocab_file", None,
+                    "The vocabulary file that the BERT model was trained on; by default the "
+                    "vocab.txt beside --init_checkpoint.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_enum("pooling", None, feature_extraction.POOLINGS,
+                  "Write one vector per line instead of per-token layers: the [CLS] vector or "
+                  "the mean over the tokens of --pooling_layer.")
+flags.DEFINE_integer("pooling_layer", -1, "The layer --pooling reads (-1: the last).")
+flags.DEFINE_bool("normalize", False, "L2-normalise the --pooling vectors.")
+flags.DEFINE_string("export_dir", None,
+                    "If set, also export the encoder as a SavedModel (raw text or token ids in) "
+                    "to this new folder.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  feature_extraction.extract_features(
+      FLAGS.input_file, FLAGS.output_file, FLAGS.init_checkpoint, vocab_file=FLAGS.vocab_file,
+      bert_config_file=FLAGS.bert_config_file, layers=FLAGS.layers,
+      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      batch_size=FLAGS.batch_size, pooling=FLAGS.pooling, pooling_layer=FLAGS.pooling_layer,
+      normalize=FLAGS.normalize, export_dir=FLAGS.export_dir)
+
+
+def run():
+  """The `bert-extract-features` command (and `python extract_features.py`)."""
+  flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,55 @@
+"""Fine-tunes BERT for named-entity recognition (token classification) on CoNLL-style files.
+
+The flags are those of `run_classifier.py` (the original names and defaults), plus where the data
+is:
+
+    python run_ner.py --do_train=true --do_eval=true --do_predict=true --data_dir=conll2003 \
+      --vocab_file=$BERT_BASE_DIR/vocab.txt --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --do_lower_case=false \
+      --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 \
+      --output_dir=/tmp/ner_output/
+
+`--data_dir` holds `train.txt`, `dev.txt` (or `valid.txt`) and `test.txt`, or the same names
+ending in `.conll` (WNUT-17); `--train_file`, `--eval_file`, `--predict_file` name other files.
+One token a line, the tag (IOB1 or IOB2) in the last column, a blank line between sentences,
+`-DOCSTART-` lines ignored. Outputs: `labels.txt` (the training tags), `eval_results.txt`
+(entity-level precision, recall and F1, overall and per type; token accuracy; `eval_loss`),
+`eval_predictions.txt` / `test_predictions.txt` (CoNLL, one `token [gold] predicted` line per
+original word), the fine-tuned model folder, and with `--export_dir` a serving SavedModel.
+Running the same command again resumes.
+"""
+
+from absl import app, flags
+
+from official_bert.cli import fine_tuning_flags
+from official_bert.tasks import tagging
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("data_dir", None,
+                    "Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.")
+flags.DEFINE_string("train_file", None, "The training file, if not in data_dir; its tags are "
+                    "the labels.")
+flags.DEFINE_string("eval_file", None, "The tagged evaluation file, if not in data_dir.")
+flags.DEFINE_string("predict_file", None, "The file to tag, if not in data_dir.")
+fine_tuning_flags.define_fine_tuning_flags()
+
+
+def main(_):
+  fine_tuning_flags.validate_flags()
+  tagging.run_ner(
+      bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+      config=fine_tuning_flags.fine_tuning_config_from_flags(), data_dir=FLAGS.data_dir,
+      train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
+      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
+
+
+def run():
+  """The `bert-run-ner` command (and `python run_ner.py`)."""
+  flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS)
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,54 @@
+"""Fine-tunes BERT for multiple choice on SWAG (Zellers et al., 2018) or data in its format.
+
+The flags are those of `run_classifier.py` (the original names and defaults), plus where the data
+is:
+
+    python run_swag.py --do_train=true --do_eval=true --data_dir=swagaf/data \
+      --vocab_file=$BERT_BASE_DIR/vocab.txt --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=80 \
+      --train_batch_size=16 --learning_rate=2e-5 --num_train_epochs=3.0 \
+      --output_dir=/tmp/swag_output/
+
+`--data_dir` holds `train.csv`, `val.csv` and `test.csv` of the SWAG release (header
+`video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,...,ending3,label`; the test file
+has no labels); `--train_file`, `--eval_file`, `--predict_file` name other files, CSV or JSON lines
+(`sent1`, `sent2`, `ending0`.., `label`). Outputs: `eval_results.txt` (`eval_accuracy`,
+`eval_loss`, `global_step`), `test_results.tsv` and `test_predictions.jsonl` (per-choice
+probabilities), the fine-tuned model folder, and with `--export_dir` a serving SavedModel.
+Running the same command again resumes.
+"""
+
+from absl import app, flags
+
+from official_bert.cli import fine_tuning_flags
+from official_bert.tasks import multiple_choice
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("data_dir", None,
+                    "Folder with the SWAG files train.csv, val.csv and test.csv (or .jsonl).")
+flags.DEFINE_string("train_file", None, "The training file (.csv or .jsonl), if not "
+                    "data_dir/train.csv.")
+flags.DEFINE_string("eval_file", None, "The labelled evaluation file, if not data_dir/val.csv.")
+flags.DEFINE_string("predict_file", None, "The file to predict, if not data_dir/test.csv.")
+fine_tuning_flags.define_fine_tuning_flags()
+
+
+def main(_):
+  fine_tuning_flags.validate_flags()
+  multiple_choice.run_swag(
+      bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+      config=fine_tuning_flags.fine_tuning_config_from_flags(), data_dir=FLAGS.data_dir,
+      train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
+      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
+
+
+def run():
+  """The `bert-run-swag` command (and `python run_swag.py`)."""
+  flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS)
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

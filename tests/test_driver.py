@@ -1,0 +1,127 @@
+"""The Task protocol and the one driver: checks before any work, the order of the steps."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertClassifier, BertConfig
+from official_bert.tasks import base, driver
+from official_bert.tasks.classification import classification_loss
+from official_bert.tasks.runner import RunConfig
+from official_bert.training import EngineConfig
+
+CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=16)
+SEQ = 8
+ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2)
+
+
+class _RecordingTask(base.Task):
+  """A classifier on random ids whose label is whether token 7 occurs; records each step."""
+
+  name = "recording"
+
+  def __init__(self, **kwargs):
+    super().__init__(bert_config=CONFIG, vocab_file=None, **{"max_seq_length": SEQ, **kwargs})
+    self.calls = []
+    rng = np.random.default_rng(0)
+    self.ids = rng.integers(8, CONFIG.vocab_size, size=(32, SEQ)).astype("int32")
+    self.labels = rng.integers(0, 2, size=32).astype("int32")
+    self.ids[self.labels == 1, 3] = 7
+
+  def _dataset(self, batch_size, repeat):
+    inputs = {"input_word_ids": self.ids, "input_mask": np.ones_like(self.ids),
+              "input_type_ids": np.zeros_like(self.ids)}
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (inputs, {"labels": self.labels, "weights": np.ones(32, "float32")}))
+    return dataset.repeat().batch(batch_size, drop_remainder=True) if repeat else dataset.batch(
+        batch_size)
+
+  def validate(self, modes, init_checkpoint=None):
+    super().validate(modes, init_checkpoint)
+    self.calls.append("validate")
+
+  def build_model(self):
+    self.calls.append("build_model")
+    return BertClassifier(CONFIG, 2)
+
+  def loss(self, outputs, labels):
+    return classification_loss(False)(outputs, labels)
+
+  def untrained(self, output_dir):
+    self.calls.append("untrained")
+
+  def num_train_examples(self):
+    return 32
+
+  def train_input_fn(self, runner):
+    self.calls.append("train")
+    return lambda batch_size, _: self._dataset(batch_size, repeat=True)
+
+  def evaluate(self, runner):
+    self.calls.append("evaluate")
+    return runner.evaluate(lambda batch_size, _: self._dataset(batch_size, repeat=False))
+
+  def predict(self, runner):
+    self.calls.append("predict")
+    return []
+
+  def save(self, runner):
+    self.calls.append("save")
+    return []
+
+
+def _config(tmp_path, **kwargs):
+  values = dict(output_dir=str(tmp_path / "out"), train_batch_size=8, num_train_epochs=1.0,
+                learning_rate=1e-3, engine=ENGINE)
+  values.update(kwargs)
+  return RunConfig(**values)
+
+
+def test_the_driver_runs_the_steps_in_order_and_writes_eval_results(tmp_path):
+  task = _RecordingTask()
+  results = driver.run(task, _config(tmp_path), base.Modes(train=True, eval=True, predict=True))
+  assert task.calls == ["validate", "build_model", "train", "evaluate", "predict", "save"]
+  assert results["global_step"] == 4  # 32 examples / 8 for one epoch
+  text = (tmp_path / "out" / "eval_results.txt").read_text()
+  assert "global_step = 4" in text and "eval_loss = " in text
+
+  # A second run on the same folder resumes; one that does not train says it found a checkpoint.
+  again = _RecordingTask()
+  driver.run(again, _config(tmp_path), base.Modes(eval=True))
+  assert again.calls == ["validate", "build_model", "evaluate"]
+  fresh = _RecordingTask()
+  driver.run(fresh, _config(tmp_path / "fresh"), base.Modes(predict=True))
+  assert fresh.calls == ["validate", "build_model", "untrained", "predict"]
+
+
+def test_multi_worker_evaluation_is_refused_before_any_work(tmp_path):
+  task = _RecordingTask()
+  config = _config(tmp_path, engine=EngineConfig(distribution_strategy="multi_worker_mirrored"))
+  with pytest.raises(ValueError, match="--do_eval run on one machine"):
+    driver.run(task, config, base.Modes(train=True, eval=True))
+  assert task.calls == [] and not (tmp_path / "out").exists()
+
+
+def test_modes_need_at_least_one_and_tasks_refuse_what_they_cannot_do(tmp_path):
+  with pytest.raises(ValueError, match="do_train, do_eval or do_predict"):
+    base.Modes()
+  assert base.Modes(train=True, predict=True).names() == ["train", "predict"]
+
+  class PredictOnly(_RecordingTask):
+    supported_modes = ("predict",)
+
+  with pytest.raises(ValueError, match="cannot train or eval: it supports predict"):
+    driver.run(PredictOnly(), _config(tmp_path), base.Modes(train=True, eval=True))
+
+
+def test_validate_makes_the_original_checks(tmp_path):
+  with pytest.raises(ValueError, match="max_position_embeddings"):
+    base.Task.validate(_RecordingTask(max_seq_length=17), base.Modes(train=True))
+  google_model = tmp_path / "uncased_L-2_H-128_A-2"
+  google_model.mkdir()
+  with pytest.raises(ValueError, match="--do_lower_case=True"):
+    _RecordingTask(do_lower_case=False).validate(base.Modes(train=True),
+                                                  str(google_model / "bert_model.ckpt"))
+  _RecordingTask(do_lower_case=True).validate(base.Modes(predict=True),
+                                              str(google_model / "bert_model.ckpt"))
