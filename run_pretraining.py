@@ -21,8 +21,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # pylint: disable=wrong-import-position
 from absl import app, flags
 
+from official_bert import pretraining
 from official_bert.cli import engine_flags
-from official_bert.training import pretraining
 
 FLAGS = flags.FLAGS
 
