@@ -107,5 +107,5 @@ def test_build_vocab_script_end_to_end(tmp_path):
 
   missing = run_script(f"--input_file={tmp_path / 'missing.txt'}", f"--output_file={output}2")
   assert missing.returncode != 0
-  assert "missing.txt' matches no file" in missing.stderr
+  assert "missing.txt': no such file" in missing.stderr
   assert not pathlib.Path(f"{output}2").exists()
