@@ -45,8 +45,8 @@ from absl import app, flags, logging
 
 from official_bert import BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
+from official_bert.pretraining.task import pretraining_metrics
 from official_bert.training import EngineConfig, Trainer, create_optimizer
-from official_bert.training.pretraining import pretraining_metrics
 
 flags.DEFINE_list("configs", ["tiny", "mini", "base"], "Configurations to time.")
 flags.DEFINE_list("variants", ["ours_xla", "ours_graph", "kerashub"],

@@ -1,4 +1,4 @@
-"""Tests of `official_bert.preprocessing.vocab_builder` and the `build_vocab.py` script."""
+"""Tests of `official_bert.vocab_builder` and the `build_vocab.py` script."""
 
 import os
 import pathlib
@@ -8,9 +8,8 @@ import sys
 
 import pytest
 
-from official_bert import tokenization
+from official_bert import tokenization, vocab_builder
 from official_bert.preprocessing import BertTokenizerLayer
-from official_bert.preprocessing import vocab_builder
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "cook", "clean", "open", "work", "help",
@@ -108,5 +107,5 @@ def test_build_vocab_script_end_to_end(tmp_path):
 
   missing = run_script(f"--input_file={tmp_path / 'missing.txt'}", f"--output_file={output}2")
   assert missing.returncode != 0
-  assert "missing.txt' matches no file" in missing.stderr
+  assert "missing.txt': no such file" in missing.stderr
   assert not pathlib.Path(f"{output}2").exists()

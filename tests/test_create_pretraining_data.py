@@ -11,12 +11,12 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert import tokenization
-from official_bert.data import pretraining_corpus
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_pipeline
-from official_bert.data import pretraining_reader
-from official_bert.data import pretraining_workers
-from official_bert.data import pretraining_writer
+from official_bert.pretraining.corpus import read_shards
+from official_bert.pretraining.instances import FEATURE_NAMES, InstanceOptions, Instances
+from official_bert.pretraining.pipeline import create_pretraining_data
+from official_bert.pretraining.reader import feature_spec
+from official_bert.pretraining.workers import ShardRunner
+from official_bert.pretraining.writer import serialize_instances
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -50,11 +50,10 @@ def write_corpus(path, num_docs=40, seed=0):
 
 
 def run(tmp_path, inputs, vocab, name="out.tfrecord", **kwargs):
-  kwargs.setdefault("options", pretraining_instances.InstanceOptions(max_seq_length=64,
-                                                                     dupe_factor=2))
+  kwargs.setdefault("options", InstanceOptions(max_seq_length=64, dupe_factor=2))
   kwargs.setdefault("num_workers", 1)
   output = str(tmp_path / name)
-  stats = pretraining_pipeline.create_pretraining_data(inputs, output, vocab, **kwargs)
+  stats = create_pretraining_data(inputs, output, vocab, **kwargs)
   return output, stats
 
 
@@ -77,7 +76,7 @@ def test_output_parses_with_the_original_feature_spec(written):
   path, stats = written
   records = read_records(path)
   assert len(records) == stats.instances > 100
-  spec = pretraining_reader.feature_spec(64, 20)
+  spec = feature_spec(64, 20)
   for record in records[:50]:
     features = tf.train.Example.FromString(record).features.feature
     assert {k: features[k].WhichOneof("kind") for k in features} == ORIGINAL_DTYPES
@@ -88,15 +87,15 @@ def test_output_parses_with_the_original_feature_spec(written):
 
 def test_serialized_protos_equal_examples_built_one_by_one():
   rng = np.random.default_rng(0)
-  instances = pretraining_instances.Instances(
+  instances = Instances(
       input_ids=rng.integers(0, 30000, (5, 8)), input_mask=np.ones((5, 8), np.int32),
       segment_ids=rng.integers(0, 2, (5, 8)), masked_lm_positions=rng.integers(0, 8, (5, 3)),
       masked_lm_ids=rng.integers(0, 30000, (5, 3)), masked_lm_weights=rng.random((5, 3)),
       next_sentence_labels=np.array([0, 1, 1, 0, 1]))
-  records = pretraining_writer.serialize_instances(instances)
+  records = serialize_instances(instances)
   for row, record in enumerate(records):
     expected = tf.train.Example()
-    for name in pretraining_instances.FEATURE_NAMES:
+    for name in FEATURE_NAMES:
       values = np.asarray(getattr(instances, name)[row]).reshape(-1).tolist()
       feature = expected.features.feature[name]
       if name == "masked_lm_weights":
@@ -112,7 +111,7 @@ def test_records_hold_the_tokenized_text(corpus, written):
   lines = [line for line in open(text_file).read().split("\n") if line.strip()]
   flat = "," + ",".join(",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))))
                         for l in lines) + ","
-  spec = pretraining_reader.feature_spec(64, 20)
+  spec = feature_spec(64, 20)
   for record in read_records(written[0])[:40]:
     ex = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
     ids = ex["input_ids"].copy()
@@ -144,9 +143,9 @@ def test_same_seed_same_bytes_other_seed_other_bytes(corpus, written, tmp_path):
 
 def test_instances_are_spread_round_robin(corpus, written, tmp_path):
   outputs = f"{tmp_path / 'x.tfrecord'},{tmp_path / 'y.tfrecord'}"
-  pretraining_pipeline.create_pretraining_data(
+  create_pretraining_data(
       corpus[0], outputs, corpus[1], num_workers=1, shard_bytes=2000,
-      options=pretraining_instances.InstanceOptions(max_seq_length=64, dupe_factor=2))
+      options=InstanceOptions(max_seq_length=64, dupe_factor=2))
   single, _ = run(tmp_path, *corpus, name="single.tfrecord", shard_bytes=2000)
   x, y = read_records(tmp_path / "x.tfrecord"), read_records(tmp_path / "y.tfrecord")
   everything = read_records(single)
@@ -163,7 +162,7 @@ def test_shards_end_at_document_boundaries_and_cut_long_documents(tmp_path):
   lines = [f"sentence {i} of the long document" for i in range(300)]
   path = tmp_path / "long.txt"
   path.write_text("first doc\n\n" + "\n".join(lines) + "\n\nlast doc\n")
-  shards = list(pretraining_corpus.read_shards([str(path)], 1000))
+  shards = list(read_shards([str(path)], 1000))
   pieces = [p for s in shards for p in s.pieces]
   assert b"".join(p.data for p in pieces) == path.read_bytes()
   assert pieces[0].data.startswith(b"first doc\n\n")
@@ -210,13 +209,12 @@ def test_vocab_without_special_tokens_is_a_clear_error(tmp_path, corpus):
 def test_real_text_sample(tmp_path):
   sample = shared_data("corpus/sample_text.txt")
   vocab = shared_data("vocab/bert-base-uncased-vocab.txt")
-  path, stats = run(tmp_path, str(sample), str(vocab),
-                    options=pretraining_instances.InstanceOptions(dupe_factor=5))
+  path, stats = run(tmp_path, str(sample), str(vocab), options=InstanceOptions(dupe_factor=5))
   tokenizer = tokenization.FullTokenizer(str(vocab))
   lines = [l for l in sample.read_text(encoding="utf-8").split("\n") if l.strip()]
   flat = "," + ",".join(",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))))
                         for l in lines) + ","
-  spec = pretraining_reader.feature_spec(128, 20)
+  spec = feature_spec(128, 20)
   for record in read_records(path)[:30]:
     ex = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
     ids = ex["input_ids"].copy()
@@ -232,7 +230,7 @@ def test_real_book_statistics(tmp_path):
   book = shared_data("corpus/gutenberg/carroll-alice.txt")
   vocab = shared_data("vocab/bert-base-uncased-vocab.txt")
   _, stats = run(tmp_path, str(book), str(vocab), shard_bytes=50_000,
-                 options=pretraining_instances.InstanceOptions(dupe_factor=2))
+                 options=InstanceOptions(dupe_factor=2))
   assert 0.145 < stats.mask_rate < 0.16
   assert 0.45 < stats.random_next_rate < 0.56
   assert abs(stats.random_token_predictions / stats.predictions - 0.1) < 0.01
@@ -242,14 +240,14 @@ def test_real_book_statistics(tmp_path):
 @pytest.mark.slow
 def test_a_worker_process_writes_the_same_bytes(corpus, tmp_path):
   """The multi-process path, forced to use its worker, against this process alone."""
-  shards = list(pretraining_corpus.read_shards([corpus[0]], 3000))
-  options = pretraining_instances.InstanceOptions(max_seq_length=64, dupe_factor=2)
+  shards = list(read_shards([corpus[0]], 3000))
+  options = InstanceOptions(max_seq_length=64, dupe_factor=2)
   contents = []
   for num_workers, work_here in ((1, True), (2, False)):
     pieces = tmp_path / f"pieces{num_workers}"
     pieces.mkdir()
     args = (corpus[1], True, options, 7, str(pieces), 2, False)
-    with pretraining_workers.ShardRunner(num_workers, args, work_here=work_here) as runner:
+    with ShardRunner(num_workers, args, work_here=work_here) as runner:
       results = list(runner.run_in_order(iter(shards)))
     assert [r.index for r in results] == list(range(len(shards)))
     contents.append([pathlib.Path(p).read_bytes() for r in results for p in r.piece_paths])

@@ -9,8 +9,8 @@ from official_bert.layers import MaskedLMHead, TransposedDense
 from official_bert.layers.activations import get_activation
 from official_bert.layers.dropout import Dropout, random_words
 from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
+from official_bert.pretraining.task import pretraining_metrics
 from official_bert.training.gradient_norm import global_norm
-from official_bert.training.pretraining import pretraining_metrics
 
 
 def _both_modes(fn):

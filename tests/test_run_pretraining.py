@@ -13,8 +13,8 @@ from conftest import shared_data
 from official_bert import BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
+from official_bert.pretraining.task import run_pretraining
 from official_bert.training import EngineConfig
-from official_bert.training.pretraining import run_pretraining
 from test_training_loop import make_records, write_corpus, write_full_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,12 +11,12 @@ import tensorflow as tf
 from conftest import shared_data
 from official_bert import BertConfig, BertPretrainer
 from official_bert.data import synthetic
-from official_bert.data.pretraining_instances import InstanceOptions
-from official_bert.data.pretraining_pipeline import create_pretraining_data
-from official_bert.data.pretraining_reader import pretraining_dataset
 from official_bert.models.losses import pretraining_losses
+from official_bert.pretraining.instances import InstanceOptions
+from official_bert.pretraining.pipeline import create_pretraining_data
+from official_bert.pretraining.reader import pretraining_dataset
+from official_bert.pretraining.task import pretraining_metrics
 from official_bert.training import EngineConfig, NonFiniteLossError, Trainer, create_optimizer
-from official_bert.training.pretraining import pretraining_metrics
 
 SEQ, PREDICTIONS = 32, 5
 RESERVED = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

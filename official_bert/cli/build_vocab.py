@@ -10,7 +10,7 @@ script prints how the input tokenizes under it: tokens, [UNK] count and rate.
 from absl import app
 from absl import flags
 
-from official_bert.preprocessing import vocab_builder
+from official_bert import vocab_builder
 
 FLAGS = flags.FLAGS
 
@@ -24,10 +24,9 @@ flags.mark_flags_as_required(["input_file", "output_file"])
 
 def main(argv):
   del argv
-  patterns = [p.strip() for p in FLAGS.input_file.split(",") if p.strip()]
   stats = vocab_builder.build_vocab(
-      patterns, FLAGS.output_file, vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
-      max_input_lines=FLAGS.max_input_lines)
+      FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
+      do_lower_case=FLAGS.do_lower_case, max_input_lines=FLAGS.max_input_lines)
   print(f"Wrote {FLAGS.output_file}: {stats.vocab_size} tokens (min_count {stats.min_count}) from "
         f"{stats.num_lines} lines of {len(stats.files)} files, {stats.num_words} words "
         f"({stats.num_distinct_words} distinct) in {stats.seconds:.1f} s.")

@@ -18,8 +18,7 @@ import sys
 from absl import app
 from absl import flags
 
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_pipeline
+from official_bert import pretraining
 
 flags.DEFINE_string("input_file", None,
                     "Input text file(s): a comma-separated list of files or glob patterns.")
@@ -44,7 +43,7 @@ flags.DEFINE_integer(
     "Processes working on shards, this one included. Default: all usable CPU cores, but one "
     "per 32 MiB of text times dupe_factor only (a process takes seconds to start).")
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecord files.")
-flags.DEFINE_float("shard_size_mb", pretraining_pipeline.DEFAULT_SHARD_BYTES / 2**20,
+flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
                    "MiB of text per shard; memory grows with it, and random next sentences are "
                    "drawn from the same shard.")
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
@@ -54,11 +53,11 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  options = pretraining_instances.InstanceOptions(
+  options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       do_whole_word_mask=FLAGS.do_whole_word_mask, dupe_factor=FLAGS.dupe_factor)
-  pretraining_pipeline.create_pretraining_data(
+  pretraining.create_pretraining_data(
       FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
       options=options, random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
       gzip=FLAGS.gzip, shard_bytes=max(1, int(FLAGS.shard_size_mb * 2**20)))

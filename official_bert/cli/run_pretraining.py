@@ -16,7 +16,7 @@ flags (`--distribution_strategy`, `--dtype`, `--enable_xla`, ...) choose how it 
 from absl import app, flags
 
 from official_bert.cli import engine_flags
-from official_bert.training import pretraining
+from official_bert import pretraining
 
 FLAGS = flags.FLAGS
 

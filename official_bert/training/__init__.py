@@ -3,8 +3,9 @@
 `EngineConfig` (config.py) says how to run: strategy (distribution.py), precision, XLA, the loop's
 rhythm, checkpoints, optimizer family. `create_optimizer` (optimization.py) builds BERT's AdamW or
 LAMB with the warmup + linear decay schedule. `Trainer` (trainer.py) trains, evaluates and
-predicts. `pretraining.py` is the pre-training task built on them; the fine-tuning tasks follow
-the same shape. A script goes from a model, a loss and datasets to results like this:
+predicts. The engine knows nothing of BERT: the pre-training task
+(`official_bert.pretraining.task`) and the fine-tuning tasks (`official_bert.tasks`) are built on
+it. A script goes from a model, a loss and datasets to results like this:
 
     strategy = engine.setup()                     # an EngineConfig: strategy, precision, seeds
     with strategy.scope():

@@ -2,9 +2,9 @@
 
 A `ShardProcessor` runs in each process that works on shards: it tokenizes the shard's sentences in
 large batches with the in-graph WordPiece tokenizer (`BertTokenizerLayer`), builds the instances
-(`pretraining_instances`), serializes them as `tf.train.Example` protos with exactly the original
+(`instances`), serializes them as `tf.train.Example` protos with exactly the original
 tool's features, and writes them round-robin into one piece file per output file. The driver
-(`pretraining_pipeline`) appends the pieces to the outputs in shard order, so the result does not
+(`pipeline`) appends the pieces to the outputs in shard order, so the result does not
 depend on the number of workers.
 
 The features, as in the original (`int64` lists unless noted):
@@ -22,10 +22,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from official_bert.data import pretraining_corpus
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_stats
 from official_bert.preprocessing import tokenizer_layer
+from official_bert.pretraining import corpus
+from official_bert.pretraining.instances import (FEATURE_NAMES, VocabInfo, iterate_passes,
+                                                 shuffled_order)
+from official_bert.pretraining.stats import PretrainingStats
 
 # Sentences tokenized at once; bounds the memory of the tokenizer's intermediate tensors.
 _TOKENIZE_BATCH = 2048
@@ -37,12 +38,12 @@ class ShardResult:
 
   index: int
   piece_paths: tuple
-  stats: pretraining_stats.PretrainingStats
+  stats: PretrainingStats
 
 
 def _instance_stats(instances):
   weights = instances.masked_lm_weights
-  return pretraining_stats.PretrainingStats(
+  return PretrainingStats(
       instances=len(instances), tokens=int(instances.input_mask.sum()),
       predictions=int(weights.sum()), random_token_predictions=instances.num_random_tokens,
       kept_predictions=instances.num_kept_tokens,
@@ -57,7 +58,7 @@ def serialize_instances(instances):
   building one `tf.train.Example` per instance in Python.
 
   Args:
-    instances: `pretraining_instances.Instances`.
+    instances: `official_bert.pretraining.instances.Instances`.
 
   Returns:
     A numpy object array of serialized `tf.train.Example`s (`bytes`).
@@ -66,7 +67,7 @@ def serialize_instances(instances):
   if n == 0:
     return np.zeros([0], dtype=object)
   entries = []
-  for name in pretraining_instances.FEATURE_NAMES:
+  for name in FEATURE_NAMES:
     values = np.asarray(getattr(instances, name)).reshape(n, -1)
     if name == "masked_lm_weights":
       list_type, kind, values = "tensorflow.FloatList", "float_list", values.astype(np.float32)
@@ -95,7 +96,7 @@ class ShardProcessor:
   Args:
     vocab_file: the WordPiece vocabulary.
     do_lower_case: lower-case and strip accents before WordPiece, as the original.
-    options: `pretraining_instances.InstanceOptions`.
+    options: `official_bert.pretraining.instances.InstanceOptions`.
     random_seed: the run's seed; shard `i` uses the stream `(random_seed, i)`.
     piece_dir: folder for the piece files.
     num_outputs: number of output files (pieces per shard).
@@ -104,8 +105,8 @@ class ShardProcessor:
 
   def __init__(self, vocab_file, do_lower_case, options, random_seed, piece_dir, num_outputs,
                gzip=False):
-    tokens = pretraining_corpus.read_vocab_tokens(vocab_file)
-    self._vocab = pretraining_instances.VocabInfo.from_tokens(tokens)
+    tokens = corpus.read_vocab_tokens(vocab_file)
+    self._vocab = VocabInfo.from_tokens(tokens)
     self._tokenizer = tokenizer_layer.BertTokenizerLayer(vocab_file, do_lower_case)
     self._options = options
     self._random_seed = random_seed
@@ -118,7 +119,7 @@ class ShardProcessor:
     return self._tokenizer.tokenize_flat_numpy(sentences, batch_size=_TOKENIZE_BATCH)
 
   def process(self, shard):
-    """Processes one `pretraining_corpus.Shard`; returns its `ShardResult`."""
+    """Processes one `corpus.Shard`; returns its `ShardResult`."""
     return self._finish(self._prepare(shard))
 
   def process_in_order(self, shards):
@@ -139,10 +140,10 @@ class ShardProcessor:
 
   def _prepare(self, shard):
     """Decodes and tokenizes a shard; returns it with its documents and counts."""
-    text = pretraining_corpus.decode_shard(shard)
+    text = corpus.decode_shard(shard)
     token_ids, row_splits = self.tokenize(text.sentences)
-    documents, num_empty = pretraining_corpus.documents_from_tokens(text, token_ids, row_splits)
-    stats = pretraining_stats.PretrainingStats(
+    documents, num_empty = corpus.documents_from_tokens(text, token_ids, row_splits)
+    stats = PretrainingStats(
         input_bytes=shard.num_bytes, lines=text.num_lines, blank_lines=text.num_blank_lines,
         undecodable_lines=text.num_undecodable_lines, lines_without_tokens=num_empty,
         cut_documents=text.num_cut_documents, documents=documents.num_documents,
@@ -155,12 +156,12 @@ class ShardProcessor:
     seeds = np.random.SeedSequence(self._random_seed, spawn_key=(index,))
     records = []
     # Serializing batch by batch keeps the arrays of one batch in memory at a time.
-    for instances in pretraining_instances.iterate_passes(documents, self._options, self._vocab,
+    for instances in iterate_passes(documents, self._options, self._vocab,
                                                           seeds):
       stats = stats + _instance_stats(instances)
       records.append(serialize_instances(instances))
     records = np.concatenate(records) if records else np.zeros([0], dtype=object)
-    order = pretraining_instances.shuffled_order(seeds, len(records))
+    order = shuffled_order(seeds, len(records))
     return ShardResult(index, self._write_pieces(index, records[order]), stats)
 
   def _write_pieces(self, shard_index, records):

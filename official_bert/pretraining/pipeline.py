@@ -1,12 +1,12 @@
 """The streaming, multi-process driver behind `create_pretraining_data.py`.
 
-The corpus is read as a stream of shards (`pretraining_corpus`); worker processes turn each shard
-into piece files (`pretraining_writer`); this process appends the pieces to the output files in
+The corpus is read as a stream of shards (`corpus`); worker processes turn each shard
+into piece files (`writer`); this process appends the pieces to the output files in
 shard order and renames the outputs when they are complete. Memory is bounded by a few shards per
 worker, whatever the size of the corpus, and the output bytes depend on the seed and the shard size
 only, not on the number of workers.
 
-This process works on shards too; see `pretraining_workers` for how the work is shared.
+This process works on shards too; see `workers` for how the work is shared.
 
 Deviations from the original tool, all forced by streaming:
 
@@ -24,10 +24,11 @@ import time
 
 from absl import logging
 
-from official_bert.data import pretraining_corpus
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_stats
-from official_bert.data import pretraining_workers
+from official_bert import file_io
+from official_bert.pretraining import corpus
+from official_bert.pretraining import workers
+from official_bert.pretraining.instances import InstanceOptions
+from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats
 
 DEFAULT_SHARD_BYTES = 1 << 20
 # A worker process costs 2-3 s of CPU to start (importing TensorFlow, building the tokenizer),
@@ -36,7 +37,7 @@ BYTES_PER_WORKER = 32 << 20
 
 
 def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_case=True,
-                            options=pretraining_instances.InstanceOptions(), random_seed=12345,
+                            options=InstanceOptions(), random_seed=12345,
                             num_workers=None, gzip=False, shard_bytes=DEFAULT_SHARD_BYTES,
                             progress_interval_s=10.0):
   """Writes BERT pre-training TFRecords from text files, as the original tool, only faster.
@@ -48,7 +49,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
       round-robin.
     vocab_file: the WordPiece vocabulary.
     do_lower_case: lower-case the text, as for an uncased model.
-    options: `pretraining_instances.InstanceOptions`.
+    options: `InstanceOptions`.
     random_seed: the same seed (and `shard_bytes`) gives byte-identical files.
     num_workers: processes working on shards, this one included; 1 works in this process only.
       Default: the number of usable CPU cores, but one per `BYTES_PER_WORKER` of text times
@@ -58,7 +59,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
     progress_interval_s: seconds between progress lines.
 
   Returns:
-    `pretraining_stats.PretrainingStats`, the counts over the whole corpus.
+    `PretrainingStats`, the counts over the whole corpus.
 
   Raises:
     FileNotFoundError: an input pattern matches nothing, or the vocabulary is missing.
@@ -67,15 +68,15 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
   Example:
     >>> stats = create_pretraining_data(  # doctest: +SKIP
     ...     "corpus/*.txt", "out/train.tfrecord", "vocab.txt",
-    ...     options=pretraining_instances.InstanceOptions(dupe_factor=5))
+    ...     options=InstanceOptions(dupe_factor=5))
   """
   start = time.monotonic()
   if shard_bytes < 1:
     raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
   if num_workers is not None and num_workers < 1:
     raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-  files = pretraining_corpus.expand_file_patterns(input_files)
-  pretraining_corpus.read_vocab_tokens(vocab_file)
+  files = file_io.expand_globs(input_files, what="input file")
+  corpus.read_vocab_tokens(vocab_file)
   outputs = _output_paths(output_files)
   if num_workers is None:
     num_workers = _auto_num_workers(files, options.dupe_factor)
@@ -110,13 +111,13 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
 def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
                processor_args, start):
   """Runs the shards and appends their pieces to the partial outputs in shard order."""
-  stats = pretraining_stats.PretrainingStats()
+  stats = PretrainingStats()
   listed = 0
   last_progress = time.monotonic()
-  shards = pretraining_corpus.read_shards(files, shard_bytes)
+  shards = corpus.read_shards(files, shard_bytes)
   outputs = [open(path, "wb") for path in partial]
   try:
-    with pretraining_workers.ShardRunner(num_workers, processor_args) as runner:
+    with workers.ShardRunner(num_workers, processor_args) as runner:
       for result in runner.run_in_order(shards):
         # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
         # the next record overall goes to output `stats.instances % n`.
@@ -126,7 +127,7 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
           os.remove(piece)
         stats = stats + result.stats
         for error in result.stats.undecodable:
-          if listed < pretraining_stats.MAX_LISTED_ERRORS:
+          if listed < MAX_LISTED_ERRORS:
             logging.warning("Skipped a line: %s", error)
             listed += 1
         if time.monotonic() - last_progress >= progress_interval_s:

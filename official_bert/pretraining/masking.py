@@ -7,7 +7,7 @@ Of the chosen tokens 80% become `[MASK]`, 10% a random vocabulary id and 10% sta
 masking the choice is made once per word, so all pieces of a word are treated alike. The positions
 are sorted.
 
-`official_bert.preprocessing.masking` applies the same rule in TensorFlow, inside `tf.data`.
+`dynamic_masking` applies the same rule in TensorFlow, inside `tf.data`.
 """
 
 import dataclasses
@@ -57,7 +57,7 @@ def choose_and_mask(input_ids, candidate, budget, vocab, whole_word, max_predict
     input_ids: int `[n, seq_length]`, the unmasked rows.
     candidate: bool `[n, seq_length]`, the positions that may be chosen.
     budget: int `[n]`, predictions per row (`num_to_predict`), at most `max_predictions`.
-    vocab: `pretraining_instances.VocabInfo`.
+    vocab: `official_bert.pretraining.instances.VocabInfo`.
     whole_word: choose whole words (a piece and the `##` pieces after it) and decide the 80/10/10
       rule once per word.
     max_predictions: padded length of the outputs.

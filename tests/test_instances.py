@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from official_bert.data import pretraining_instances as pi
-from official_bert.data import pretraining_masking
+from official_bert.pretraining import instances as pi
+from official_bert.pretraining import masking
 
 CLS, SEP, MASK = 1, 2, 3
 VOCAB_SIZE = 1000
@@ -90,7 +90,7 @@ def test_sentences_come_from_the_documents(documents, instances):
 
 def test_mask_rate_and_the_80_10_10_split(instances):
   lengths = instances.input_mask.sum(axis=1)
-  expected = pretraining_masking.num_to_predict(lengths, 0.15, 20)
+  expected = masking.num_to_predict(lengths, 0.15, 20)
   np.testing.assert_array_equal(instances.masked_lm_weights.sum(axis=1), expected)
   rate = instances.masked_lm_weights.sum() / (lengths - 3).sum()
   assert 0.145 < rate < 0.165
@@ -256,7 +256,7 @@ def test_truncation_matches_the_original_one_token_at_a_time():
 
 
 def test_num_to_predict_rounds_half_to_even_and_clips():
-  counts = pretraining_masking.num_to_predict([128, 30, 10, 5, 3, 500], 0.15, 20)
+  counts = masking.num_to_predict([128, 30, 10, 5, 3, 500], 0.15, 20)
   np.testing.assert_array_equal(counts, [19, 4, 2, 1, 1, 20])
 
 

@@ -14,11 +14,12 @@ from absl import logging
 
 from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_weights
 from official_bert.configs import BertConfig
-from official_bert.data.pretraining_reader import pretraining_dataset
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
 from official_bert.models.losses import pretraining_losses
-from official_bert.preprocessing.masking import DynamicMasking
+from official_bert.pretraining.dynamic_masking import DynamicMasking
+from official_bert.pretraining.reader import pretraining_dataset
+from official_bert.tasks.runner import write_eval_results
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -153,19 +154,7 @@ def run_pretraining(*, bert_config_file, input_file, output_dir, do_train=False,
   results = trainer.evaluate(dataset_fn(eval_batch_size, is_training=False), max_eval_steps)
   results["global_step"] = int(trainer.global_step.numpy())
   if chief:
-    _write_eval_results(os.path.join(output_dir, EVAL_RESULTS), results)
+    write_eval_results(os.path.join(output_dir, EVAL_RESULTS), results)
     progress.write_scalars(os.path.join(output_dir, "eval"), results["global_step"], results)
   return results
 
-
-def _write_eval_results(path, results):
-  """Writes `key = value` lines, sorted, as the original did; atomically."""
-  logging.info("***** Eval results *****")
-  lines = []
-  for key in sorted(results):
-    logging.info("  %s = %s", key, results[key])
-    lines.append(f"{key} = {results[key]}\n")
-  temporary = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(temporary, "w") as f:
-    f.write("".join(lines))
-  tf.io.gfile.rename(temporary, path, overwrite=True)

@@ -22,7 +22,7 @@ _POLL_S = 1.0
 
 
 class ShardRunner:
-  """Runs `pretraining_writer.ShardProcessor(*processor_args).process` on a stream of shards.
+  """Runs `writer.ShardProcessor(*processor_args).process` on a stream of shards.
 
   Args:
     num_workers: processes that work on shards, this one included.
@@ -101,8 +101,8 @@ class ShardRunner:
 
   def _processor_here(self):
     if self._processor is None:
-      from official_bert.data import pretraining_writer  # pylint: disable=g-import-not-at-top
-      self._processor = pretraining_writer.ShardProcessor(*self._processor_args)
+      from official_bert.pretraining import writer  # pylint: disable=g-import-not-at-top
+      self._processor = writer.ShardProcessor(*self._processor_args)
     return self._processor
 
   def _collect(self, block):
@@ -132,8 +132,8 @@ class ShardRunner:
 def _worker_main(processor_args, tasks, results):
   """The loop of a worker process: build the processor, report ready, process shards."""
   try:
-    from official_bert.data import pretraining_writer  # pylint: disable=g-import-not-at-top
-    processor = pretraining_writer.ShardProcessor(*processor_args)
+    from official_bert.pretraining import writer  # pylint: disable=g-import-not-at-top
+    processor = writer.ShardProcessor(*processor_args)
     results.put(("ready", None))
     while True:
       shard = tasks.get()

@@ -13,7 +13,7 @@ numpy arrays instead of lists of token strings:
 * The pair is cut to `max_seq_length - 3` tokens by deleting, one token at a time, from the longer
   side, at its front or back with equal probability.
 * `masked_lm_prob` of the tokens, never `[CLS]` or `[SEP]`, are chosen for prediction and masked
-  (`pretraining_masking`).
+  (`masking`).
 
 The sequential part (packing sentences, with the original's random choices in the original's
 order) is a loop over sentence lengths; everything per token (truncation, packing, masking) is
@@ -25,7 +25,7 @@ import random
 
 import numpy as np
 
-from official_bert.data import pretraining_masking
+from official_bert.pretraining import masking
 
 # The chance that B is a random sentence run from another document, as in the original.
 _RANDOM_NEXT_PROB = 0.5
@@ -342,9 +342,9 @@ def _mask(input_ids, len_a, len_b, is_random_next, options, vocab, rng):
   lengths = len_a + len_b + 3
   # Positions, not ids, tell the specials apart: the text may hold the ids of [CLS] or [SEP].
   candidate = (col >= 1) & (col < lengths[:, None] - 1) & (col != len_a[:, None] + 1)
-  budget = pretraining_masking.num_to_predict(lengths, options.masked_lm_prob,
-                                              options.max_predictions_per_seq)
-  predictions = pretraining_masking.choose_and_mask(
+  budget = masking.num_to_predict(lengths, options.masked_lm_prob,
+                                  options.max_predictions_per_seq)
+  predictions = masking.choose_and_mask(
       input_ids, candidate, budget, vocab, options.do_whole_word_mask,
       options.max_predictions_per_seq, rng)
   return Instances(

@@ -13,7 +13,8 @@ The records hold the original features (`input_ids`, `input_mask`, `segment_ids`
 
 import tensorflow as tf
 
-from official_bert.preprocessing import masking as masking_lib
+from official_bert import file_io
+from official_bert.pretraining.dynamic_masking import apply_dynamic_masking
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -29,26 +30,6 @@ def feature_spec(seq_length, max_predictions_per_seq):
       "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
       "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
   }
-
-
-def list_files(file_patterns):
-  """Expands comma-separated file names and globs (any `tf.io.gfile` file system), sorted.
-
-  Raises:
-    FileNotFoundError: a pattern matches no file.
-  """
-  if isinstance(file_patterns, str):
-    file_patterns = [file_patterns]
-  files = []
-  for pattern in (p.strip() for group in file_patterns for p in group.split(",")):
-    if pattern:
-      matches = sorted(tf.io.gfile.glob(pattern))
-      if not matches:
-        raise FileNotFoundError(f"pre-training data {pattern!r}: no such file or no glob match")
-      files.extend(matches)
-  if not files:
-    raise FileNotFoundError(f"no pre-training data files given in {file_patterns!r}")
-  return files
 
 
 def compression_type(path):
@@ -72,8 +53,8 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
     is_training: shuffle files and records, repeat forever and drop the last partial batch.
     input_context: `tf.distribute.InputContext`; each input pipeline reads its share of the files
       (of the records, when there are fewer files than pipelines).
-    dynamic_masking: `official_bert.preprocessing.masking.DynamicMasking` to draw new masks for
-      every batch (so every epoch), or None to use the stored masks.
+    dynamic_masking: a `DynamicMasking` (`official_bert.pretraining.dynamic_masking`) to draw new
+      masks for every batch (so every epoch), or None to use the stored masks.
     seed: seeds shuffling and dynamic masking.
     shuffle_buffer_size: records in the shuffle buffer when training.
     cycle_length: files read at once.
@@ -86,7 +67,7 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
     ...                          is_training=True)
     >>> features, labels = next(iter(ds))  # doctest: +SKIP
   """
-  files = list_files(file_patterns)
+  files = file_io.expand_globs(file_patterns, what="pre-training data")
   _check_lengths(files[0], seq_length, max_predictions_per_seq)
   if input_context is not None:
     batch_size = input_context.get_per_replica_batch_size(batch_size)
@@ -111,7 +92,7 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
   dataset = dataset.map(lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),
                         num_parallel_calls=tf.data.AUTOTUNE)
   if dynamic_masking is not None:
-    dataset = masking_lib.apply_dynamic_masking(dataset, dynamic_masking, seed=seed)
+    dataset = apply_dynamic_masking(dataset, dynamic_masking, seed=seed)
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 

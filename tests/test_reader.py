@@ -1,4 +1,4 @@
-"""Tests of the pre-training TFRecord reader (`official_bert.data.pretraining_reader`)."""
+"""Tests of the pre-training TFRecord reader (`official_bert.pretraining.reader`)."""
 
 import collections
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert.data import pretraining_reader
-from official_bert.preprocessing import masking
+from official_bert.pretraining import reader
+from official_bert.pretraining.dynamic_masking import DynamicMasking
 
 SEQ, PRED = 16, 4
 
@@ -56,7 +56,7 @@ def first_ids(dataset):
 
 
 def test_yields_the_model_inputs(files):
-  dataset = pretraining_reader.pretraining_dataset(files[0], SEQ, PRED, 4, is_training=False)
+  dataset = reader.pretraining_dataset(files[0], SEQ, PRED, 4, is_training=False)
   features, labels = next(iter(dataset))
   assert {k: (v.dtype, v.shape) for k, v in features.items()} == {
       "input_word_ids": (tf.int32, (4, SEQ)), "input_mask": (tf.int32, (4, SEQ)),
@@ -71,18 +71,18 @@ def test_yields_the_model_inputs(files):
 
 def test_comma_lists_globs_and_gzip_mixed(tmp_path, files):
   gz = write(tmp_path / "extra.tfrecord.gz", range(100, 105), "GZIP")
-  assert pretraining_reader.compression_type(gz) == "GZIP"
-  assert pretraining_reader.compression_type(files[0]) == ""
-  dataset = pretraining_reader.pretraining_dataset(
+  assert reader.compression_type(gz) == "GZIP"
+  assert reader.compression_type(files[0]) == ""
+  dataset = reader.pretraining_dataset(
       f"{tmp_path}/part-*.tfrecord,{gz}", SEQ, PRED, 5, is_training=False)
   assert len(first_ids(dataset)) == 45
 
 
 def test_missing_files_and_wrong_lengths_are_clear_errors(tmp_path, files):
   with pytest.raises(FileNotFoundError, match="nothing"):
-    pretraining_reader.pretraining_dataset(f"{files[0]},{tmp_path}/nothing*", SEQ, PRED, 4, False)
+    reader.pretraining_dataset(f"{files[0]},{tmp_path}/nothing*", SEQ, PRED, 4, False)
   with pytest.raises(ValueError, match=r"part-0.tfrecord: records have 16 input_ids"):
-    pretraining_reader.pretraining_dataset(files[0], 128, PRED, 4, False)
+    reader.pretraining_dataset(files[0], 128, PRED, 4, False)
 
 
 def test_input_pipelines_read_disjoint_shares(files):
@@ -90,12 +90,12 @@ def test_input_pipelines_read_disjoint_shares(files):
   for pipeline in range(2):
     context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
                                          num_replicas_in_sync=2)
-    dataset = pretraining_reader.pretraining_dataset(files, SEQ, PRED, 8, is_training=False,
-                                                     input_context=context)
+    dataset = reader.pretraining_dataset(files, SEQ, PRED, 8, is_training=False,
+                                         input_context=context)
     assert next(iter(dataset))[0]["input_word_ids"].shape[0] == 4  # per-replica batch
     shares.append(first_ids(dataset))
   assert len(shares[0]) == len(shares[1]) == 20
-  everything = first_ids(pretraining_reader.pretraining_dataset(files, SEQ, PRED, 8, False))
+  everything = first_ids(reader.pretraining_dataset(files, SEQ, PRED, 8, False))
   assert sorted(shares[0] + shares[1]) == everything
 
 
@@ -103,14 +103,13 @@ def test_fewer_files_than_pipelines_shards_records(files):
   shares = []
   for pipeline in range(2):
     context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline)
-    shares.append(labels_of(pretraining_reader.pretraining_dataset(
+    shares.append(labels_of(reader.pretraining_dataset(
         files[0], SEQ, PRED, 1, is_training=False, input_context=context)))
   assert shares == [[0] * 5, [1] * 5]
 
 
 def test_training_repeats_shuffles_and_drops_the_remainder(files):
-  dataset = pretraining_reader.pretraining_dataset(files[:1], SEQ, PRED, 3, is_training=True,
-                                                   seed=1)
+  dataset = reader.pretraining_dataset(files[:1], SEQ, PRED, 3, is_training=True, seed=1)
   batches = [f["input_word_ids"].numpy() for f, _ in dataset.take(10)]
   assert all(b.shape == (3, SEQ) for b in batches)
   firsts = [int(x) for b in batches for x in b[:, 1]]
@@ -118,10 +117,10 @@ def test_training_repeats_shuffles_and_drops_the_remainder(files):
 
 
 def test_dynamic_masking_in_the_reader(files):
-  masker = masking.DynamicMasking(vocab_size=60, cls_id=2, sep_id=3, mask_id=4,
-                                  max_predictions_per_seq=PRED)
-  dataset = pretraining_reader.pretraining_dataset(files, SEQ, PRED, 40, is_training=False,
-                                                   dynamic_masking=masker, seed=3)
+  masker = DynamicMasking(vocab_size=60, cls_id=2, sep_id=3, mask_id=4,
+                          max_predictions_per_seq=PRED)
+  dataset = reader.pretraining_dataset(files, SEQ, PRED, 40, is_training=False,
+                                       dynamic_masking=masker, seed=3)
   epochs = [next(iter(dataset)) for _ in range(2)]
   positions = [f["masked_lm_positions"].numpy() for f, _ in epochs]
   assert not np.array_equal(positions[0], positions[1])

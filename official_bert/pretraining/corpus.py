@@ -5,18 +5,17 @@ end of a file also ends a document. A shard holds whole documents, about `shard_
 that memory stays bounded however large the corpus is; a document longer than `2 * shard_bytes`
 (for example a whole book without blank lines) is cut at a line boundary, and the cut is counted.
 
-Nothing here needs TensorFlow; tokenization happens where the shards are processed
-(`pretraining_writer`).
+Nothing here needs TensorFlow: tokenization happens where the shards are processed (`writer`), and
+the caller expands the input globs (`pipeline`, with `official_bert.file_io.expand_globs`).
 """
 
 import dataclasses
-import glob
 import os
 
 import numpy as np
 
-from official_bert.data import pretraining_instances
-from official_bert.data.pretraining_stats import MAX_LISTED_ERRORS
+from official_bert.pretraining.instances import Documents
+from official_bert.pretraining.stats import MAX_LISTED_ERRORS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,33 +45,6 @@ class Shard:
   @property
   def num_bytes(self):
     return sum(len(p.data) for p in self.pieces)
-
-
-def expand_file_patterns(patterns):
-  """Turns a comma-separated list of files and glob patterns into a list of files.
-
-  Args:
-    patterns: a string such as `"a.txt,books/*.txt"`, or a list of such strings.
-
-  Returns:
-    The files, each pattern's matches sorted, in the order of the patterns.
-
-  Raises:
-    FileNotFoundError: a pattern matches no file.
-  """
-  if isinstance(patterns, str):
-    patterns = [patterns]
-  files = []
-  for pattern in (p.strip() for group in patterns for p in group.split(",")):
-    if not pattern:
-      continue
-    matches = sorted(m for m in glob.glob(pattern) if os.path.isfile(m))
-    if not matches:
-      raise FileNotFoundError(f"input file {pattern!r}: no such file (or no match for the glob)")
-    files.extend(matches)
-  if not files:
-    raise FileNotFoundError(f"no input files given in {patterns!r}")
-  return files
 
 
 def read_shards(files, shard_bytes):
@@ -208,7 +180,7 @@ def documents_from_tokens(text, token_ids, row_splits):
   document_splits = np.concatenate([[0], starts, [len(document_ids)]]).astype(np.int64)
   if not len(document_ids):
     document_splits = np.zeros(1, dtype=np.int64)
-  documents = pretraining_instances.Documents(
+  documents = Documents(
       np.asarray(token_ids, dtype=np.int32), sentence_splits, document_splits)
   return documents, int((~keep).sum())
 

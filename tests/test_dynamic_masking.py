@@ -1,13 +1,12 @@
-"""Tests of dynamic masking in tf.data (`official_bert.preprocessing.masking`)."""
+"""Tests of dynamic masking in tf.data (`official_bert.pretraining.dynamic_masking`)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import shared_data
-from official_bert.data import pretraining_instances as pi
-from official_bert.data import pretraining_masking
-from official_bert.preprocessing import masking
+from official_bert.pretraining import dynamic_masking, masking
+from official_bert.pretraining import instances as pi
 
 CLS, SEP, MASK, PAD = 1, 2, 3, 0
 VOCAB_SIZE = 1000
@@ -30,8 +29,8 @@ def make_batch(seed, batch=256, seq_length=128, continuation_rate=0.0):
 
 
 def dynamic(**kwargs):
-  return masking.DynamicMasking(vocab_size=VOCAB_SIZE, cls_id=CLS, sep_id=SEP, mask_id=MASK,
-                                **kwargs)
+  return dynamic_masking.DynamicMasking(vocab_size=VOCAB_SIZE, cls_id=CLS, sep_id=SEP,
+                                        mask_id=MASK, **kwargs)
 
 
 def chosen_mask(out):
@@ -47,7 +46,7 @@ def test_rate_split_and_untouched_tokens():
   out = dynamic()(ids, mask, seed=tf.constant([1, 2]))
   weights = out["masked_lm_weights"].numpy()
   np.testing.assert_array_equal(weights.sum(axis=1),
-                                pretraining_masking.num_to_predict(mask.sum(axis=1), 0.15, 20))
+                                masking.num_to_predict(mask.sum(axis=1), 0.15, 20))
   chosen = chosen_mask(out)
   masked_ids = out["input_word_ids"].numpy()
   np.testing.assert_array_equal(masked_ids[~chosen], ids[~chosen])
@@ -88,8 +87,9 @@ def test_restore_undoes_static_masks():
                            np.concatenate([[0], np.cumsum(lengths)]), np.arange(0, 401, 10))
   instances = pi.create_instances(documents, pi.InstanceOptions(dupe_factor=1), vocab,
                                   np.random.SeedSequence(0))
-  restored = masking.restore_token_ids(instances.input_ids, instances.masked_lm_positions,
-                                       instances.masked_lm_ids, instances.masked_lm_weights)
+  restored = dynamic_masking.restore_token_ids(
+      instances.input_ids, instances.masked_lm_positions, instances.masked_lm_ids,
+      instances.masked_lm_weights)
   restored = restored.numpy()
   assert not (restored == MASK).any() and (instances.input_ids == MASK).any()
   changed = restored != instances.input_ids
@@ -106,14 +106,14 @@ def test_pipeline_masks_change_between_epochs_and_repeat_with_the_seed():
   dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(16)
 
   def epochs(seed):
-    masked = masking.apply_dynamic_masking(dataset, dynamic(), seed=seed)
+    masked = dynamic_masking.apply_dynamic_masking(dataset, dynamic(), seed=seed)
     return [np.concatenate([f["masked_lm_positions"].numpy() for f, _ in masked])
             for _ in range(2)]
 
   first, second = epochs(5)
   assert not np.array_equal(first, second)
   np.testing.assert_array_equal(epochs(5)[0], first)
-  for f, l in masking.apply_dynamic_masking(dataset, dynamic(), seed=5).take(1):
+  for f, l in dynamic_masking.apply_dynamic_masking(dataset, dynamic(), seed=5).take(1):
     assert f["input_word_ids"].dtype == tf.int32 and l["masked_lm_weights"].dtype == tf.float32
     assert set(f) == {"input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions"}
 
@@ -129,16 +129,16 @@ def test_short_sequences_and_few_predictions():
 def test_from_vocab_file(tmp_path):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "play", "##ing"]))
-  made = masking.DynamicMasking.from_vocab_file(str(vocab), whole_word_mask=True)
+  made = dynamic_masking.DynamicMasking.from_vocab_file(str(vocab), whole_word_mask=True)
   assert (made.vocab_size, made.cls_id, made.sep_id, made.mask_id) == (7, 2, 3, 4)
   assert made.is_continuation == (False,) * 6 + (True,)
   vocab.write_text("[PAD]\n[UNK]\nplay\n")
   with pytest.raises(ValueError, match="lacks the special tokens"):
-    masking.DynamicMasking.from_vocab_file(str(vocab))
+    dynamic_masking.DynamicMasking.from_vocab_file(str(vocab))
 
 
 def test_real_vocabulary_ids():
-  made = masking.DynamicMasking.from_vocab_file(
+  made = dynamic_masking.DynamicMasking.from_vocab_file(
       str(shared_data("vocab/bert-base-uncased-vocab.txt")))
   assert (made.vocab_size, made.pad_id, made.cls_id, made.sep_id, made.mask_id) == (
       30522, 0, 101, 102, 103)

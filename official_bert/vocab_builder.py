@@ -23,7 +23,7 @@ from absl import logging
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from official_bert import tokenization
+from official_bert import file_io, tokenization
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Learner settings (tensorflow-text's defaults): longer words are left out of learning, and only the
@@ -62,21 +62,6 @@ class VocabStats:
   def unk_rate(self):
     """Fraction of `[UNK]` tokens."""
     return self.num_unk / max(self.num_tokens, 1)
-
-
-def expand_input_files(patterns):
-  """Expands glob patterns (local or any `tf.io.gfile` file system) into a sorted list of files.
-
-  Raises:
-    FileNotFoundError: a pattern matches no file.
-  """
-  files = []
-  for pattern in patterns:
-    matches = sorted(tf.io.gfile.glob(pattern))
-    if not matches:
-      raise FileNotFoundError(f"--input_file pattern {pattern!r} matches no file.")
-    files.extend(matches)
-  return files
 
 
 def count_words(files, do_lower_case=True, max_input_lines=None):
@@ -196,10 +181,7 @@ def write_vocab(tokens, output_file):
   output_dir = os.path.dirname(output_file)
   if output_dir:
     tf.io.gfile.makedirs(output_dir)
-  temporary = f"{output_file}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(temporary, "w") as f:
-    f.write("".join(token + "\n" for token in tokens))
-  tf.io.gfile.rename(temporary, output_file, overwrite=True)
+  file_io.write_text(output_file, "".join(token + "\n" for token in tokens))
 
 
 def count_unknown(word_counts, tokens):
@@ -218,7 +200,8 @@ def build_vocab(input_patterns, output_file, vocab_size=30522, do_lower_case=Tru
   """Learns a WordPiece vocabulary from text files and writes it as a `vocab.txt`.
 
   Args:
-    input_patterns: file names or glob patterns of UTF-8 text.
+    input_patterns: comma-separated file names or globs of UTF-8 text (a string or a list of
+      them).
     output_file: where to write the vocabulary (reserved tokens first, then the pieces).
     vocab_size: the most lines the vocabulary may have.
     do_lower_case: learn an uncased vocabulary (lower-cased, accents stripped).
@@ -229,7 +212,7 @@ def build_vocab(input_patterns, output_file, vocab_size=30522, do_lower_case=Tru
     A `VocabStats`, including the `[UNK]` rate of the input under the new vocabulary.
   """
   start = time.time()
-  files = expand_input_files(input_patterns)
+  files = file_io.expand_globs(input_patterns, what="input file")
   logging.info("Counting words in %d files.", len(files))
   word_counts, num_lines = count_words(files, do_lower_case, max_input_lines)
   logging.info("%d lines, %d distinct words.", num_lines, len(word_counts))

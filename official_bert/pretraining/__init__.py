@@ -1,0 +1,54 @@
+"""Pre-training BERT: from text files to masked-LM / next-sentence records, and training on them.
+
+Writing the data (`create_pretraining_data.py`), one way through the modules:
+
+* `corpus`: text files (one sentence a line, a blank line between documents) -> shards of whole
+  documents;
+* `instances`: documents of WordPiece ids -> `[CLS] A [SEP] B [SEP]` pairs, the original tool's
+  algorithm on numpy arrays, masked by `masking` (the original's 80/10/10 rule, in numpy);
+* `writer`: tokenizes a shard, builds its instances and writes them as `tf.train.Example` pieces;
+  `workers` shares the shards between processes; `pipeline` (`create_pretraining_data`) drives
+  them and merges the pieces into the output TFRecords; `stats` counts what was read and written.
+
+Training on the data (`run_pretraining.py`):
+
+* `reader` (`pretraining_dataset`): the records, ours or the original tool's -> batches of the
+  model's inputs and labels, optionally re-masked every epoch by `dynamic_masking`
+  (`DynamicMasking`, the same rule in TensorFlow, inside `tf.data`);
+* `task` (`run_pretraining`): `BertPretrainer` on the shared engine (`official_bert.training`):
+  train, evaluate, export the folder that fine-tuning starts from.
+
+Names are imported on first use (PEP 562): importing one module of this package (as each worker
+process of `create_pretraining_data` does) does not import the others.
+
+Example:
+
+>>> from official_bert import pretraining
+>>> pretraining.InstanceOptions(max_seq_length=64).max_seq_length
+64
+"""
+
+import importlib
+
+_EXPORTS = {
+    "create_pretraining_data": "pipeline",
+    "DEFAULT_SHARD_BYTES": "pipeline",
+    "InstanceOptions": "instances",
+    "PretrainingStats": "stats",
+    "pretraining_dataset": "reader",
+    "DynamicMasking": "dynamic_masking",
+    "run_pretraining": "task",
+    "pretraining_metrics": "task",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+  if name not in _EXPORTS:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_EXPORTS))
