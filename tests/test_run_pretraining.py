@@ -10,10 +10,13 @@ import pytest
 from absl import flags
 
 from conftest import shared_data
-from official_bert import BertEncoder
+from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
-from official_bert.pretraining.task import run_pretraining
+from official_bert.pretraining.task import PretrainingTask
+from official_bert.tasks import driver
+from official_bert.tasks.base import Modes
+from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 from test_training_loop import make_records, write_corpus, write_full_records
 
@@ -86,13 +89,15 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   original_dir = shared_data("checkpoints/tf1_tiny_random")  # hidden 4, vocab 15, 16 positions
   records = write_full_records(str(tmp_path / "records.tfrecord"), 32, vocab_size=15,
                                seq_length=16)
-  results = run_pretraining(
-      bert_config_file=str(original_dir / "bert_config.json"), input_file=records,
-      output_dir=str(tmp_path / "out"), do_train=True, do_eval=True,
-      init_checkpoint=str(original_dir / "bert_model.ckpt"), max_seq_length=16,
-      max_predictions_per_seq=5, train_batch_size=8, learning_rate=1e-5, num_train_steps=2,
-      num_warmup_steps=0, vocab_file=str(original_dir / "vocab.txt"),
-      engine=EngineConfig(enable_xla=False, steps_per_loop=1, log_steps=1))
+  task = PretrainingTask(
+      bert_config=BertConfig.from_json_file(original_dir / "bert_config.json"),
+      input_file=records, vocab_file=str(original_dir / "vocab.txt"), max_seq_length=16,
+      max_predictions_per_seq=5, num_train_steps=2, num_warmup_steps=0)
+  config = RunConfig(output_dir=str(tmp_path / "out"),
+                     init_checkpoint=str(original_dir / "bert_model.ckpt"), train_batch_size=8,
+                     learning_rate=1e-5,
+                     engine=EngineConfig(enable_xla=False, steps_per_loop=1, log_steps=1))
+  results = driver.run(task, config, Modes(train=True, eval=True))
   assert results["global_step"] == 2 and np.isfinite(results["masked_lm_loss"])
   original = load_encoder(str(original_dir / "bert_model.ckpt"))
   trained = load_encoder(str(tmp_path / "out" / "pretrained"))

@@ -15,8 +15,12 @@ flags (`--distribution_strategy`, `--dtype`, `--enable_xla`, ...) choose how it 
 
 from absl import app, flags
 
-from official_bert.cli import engine_flags
 from official_bert import pretraining
+from official_bert.cli import engine_flags
+from official_bert.configs import BertConfig
+from official_bert.tasks import driver
+from official_bert.tasks.base import Modes
+from official_bert.tasks.runner import RunConfig
 
 FLAGS = flags.FLAGS
 
@@ -48,20 +52,25 @@ engine_flags.define_engine_flags()
 engine_flags.define_tpu_flags()
 
 
-def main(_):
-  pretraining.run_pretraining(
-      bert_config_file=FLAGS.bert_config_file, input_file=FLAGS.input_file,
-      output_dir=FLAGS.output_dir, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
-      init_checkpoint=FLAGS.init_checkpoint, max_seq_length=FLAGS.max_seq_length,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-      learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
-      num_warmup_steps=FLAGS.num_warmup_steps, max_eval_steps=FLAGS.max_eval_steps,
-      dynamic_masking=FLAGS.dynamic_masking, vocab_file=FLAGS.vocab_file,
-      masked_lm_prob=FLAGS.masked_lm_prob, do_whole_word_mask=FLAGS.do_whole_word_mask,
-      export_tf1=FLAGS.export_tf1,
-      engine=engine_flags.engine_config_from_flags(
-          save_checkpoints_steps=FLAGS.save_checkpoints_steps))
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  driver.run(
+      pretraining.PretrainingTask(
+          bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
+          input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file,
+          max_seq_length=FLAGS.max_seq_length,
+          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+          num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
+          max_eval_steps=FLAGS.max_eval_steps, dynamic_masking=FLAGS.dynamic_masking,
+          masked_lm_prob=FLAGS.masked_lm_prob, do_whole_word_mask=FLAGS.do_whole_word_mask,
+          export_tf1=FLAGS.export_tf1),
+      RunConfig(output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint,
+                train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+                learning_rate=FLAGS.learning_rate,
+                engine=engine_flags.engine_config_from_flags(
+                    save_checkpoints_steps=FLAGS.save_checkpoints_steps)),
+      Modes(train=FLAGS.do_train, eval=FLAGS.do_eval))
 
 
 def run():

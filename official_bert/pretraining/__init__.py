@@ -15,7 +15,7 @@ Training on the data (`run_pretraining.py`):
 * `reader` (`pretraining_dataset`): the records, ours or the original tool's -> batches of the
   model's inputs and labels, optionally re-masked every epoch by `dynamic_masking`
   (`DynamicMasking`, the same rule in TensorFlow, inside `tf.data`);
-* `task` (`run_pretraining`): `BertPretrainer` on the shared engine (`official_bert.training`):
+* `task` (`PretrainingTask`): `BertPretrainer` on the shared engine (`official_bert.training`):
   train, evaluate, export the folder that fine-tuning starts from.
 
 Names are imported on first use (PEP 562): importing one module of this package (as each worker
@@ -37,7 +37,7 @@ _EXPORTS = {
     "PretrainingStats": "stats",
     "pretraining_dataset": "reader",
     "DynamicMasking": "dynamic_masking",
-    "run_pretraining": "task",
+    "PretrainingTask": "task",
     "pretraining_metrics": "task",
 }
 

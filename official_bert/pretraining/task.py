@@ -1,10 +1,11 @@
 """The pre-training task: masked LM + next-sentence prediction on `create_pretraining_data` records.
 
-`run_pretraining` is what `run_pretraining.py` calls: it builds a `BertPretrainer` from a
-`bert_config.json`, starts from `init_checkpoint` (an original TF1 checkpoint or a converted
-folder) unless `output_dir` already holds a checkpoint to resume, trains, evaluates into
-`eval_results.txt` (the original `key = value` lines) and exports `output_dir/pretrained/`, the
-folder that the fine-tuning scripts take as `--init_checkpoint`.
+`PretrainingTask` is what `run_pretraining.py` runs through `official_bert.tasks.driver`: a
+`BertPretrainer` that starts from `init_checkpoint` (an original TF1 checkpoint or a converted
+folder, pre-training heads included where it has them) unless `output_dir` already holds a
+checkpoint to resume, trains, evaluates into `eval_results.txt` (the original `key = value` lines)
+and exports `output_dir/pretrained/`, the folder that the fine-tuning scripts take as
+`--init_checkpoint`.
 """
 
 import os
@@ -12,21 +13,16 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from official_bert import file_io
 from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_weights
-from official_bert.configs import BertConfig
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
 from official_bert.models.losses import pretraining_losses
 from official_bert.pretraining.dynamic_masking import DynamicMasking
 from official_bert.pretraining.reader import pretraining_dataset
-from official_bert.tasks.runner import write_eval_results
-from official_bert.training import distribution, progress
-from official_bert.training.config import EngineConfig
-from official_bert.training.optimization import create_optimizer
-from official_bert.training.trainer import Trainer
+from official_bert.tasks import base
 
 EXPORT_DIR = "pretrained"
-EVAL_RESULTS = "eval_results.txt"
 
 
 def pretraining_metrics(outputs, labels):
@@ -65,96 +61,106 @@ def pretraining_metrics(outputs, labels):
   }
 
 
-def run_pretraining(*, bert_config_file, input_file, output_dir, do_train=False, do_eval=False,
-                    init_checkpoint=None, max_seq_length=128, max_predictions_per_seq=20,
-                    train_batch_size=32, eval_batch_size=8, learning_rate=5e-5,
-                    num_train_steps=100000, num_warmup_steps=10000, max_eval_steps=100,
-                    dynamic_masking=False, vocab_file=None, masked_lm_prob=0.15,
-                    do_whole_word_mask=False, export_tf1=False, engine=EngineConfig()):
-  """Pre-trains (and/or evaluates) BERT, resuming from `output_dir` when it holds a checkpoint.
+class PretrainingTask(base.Task):
+  """Masked LM + next-sentence pre-training on `create_pretraining_data.py` records.
+
+  The step count is the task's own (`num_train_steps`, `num_warmup_steps`, as the original's
+  flags), not epochs; evaluation averages the original metrics over at most `max_eval_steps`
+  batches of `input_file` and runs under every strategy, multi-worker included.
 
   Args:
-    bert_config_file: the model's `bert_config.json`.
+    bert_config: the model's `BertConfig`.
     input_file: comma-separated TFRecord files or globs from `create_pretraining_data.py`.
-    output_dir: checkpoints, TensorBoard summaries, `eval_results.txt` and the export.
-    do_train: train to `num_train_steps`.
-    do_eval: evaluate on `input_file` afterwards.
-    init_checkpoint: optional starting weights: an original TF1 checkpoint prefix (encoder and
-      MLM/NSP heads, as in the original) or a converted or Hugging Face folder (the heads too where
-      it has them); ignored when resuming.
+    vocab_file: the vocabulary; needed for `dynamic_masking` and copied into the export.
     max_seq_length: sequence length of the records.
     max_predictions_per_seq: masked positions per record.
-    train_batch_size: global training batch (all replicas, all micro-batches).
-    eval_batch_size: global evaluation batch.
-    learning_rate: peak learning rate.
     num_train_steps: training steps; the learning rate reaches zero there.
     num_warmup_steps: steps of linear warmup.
     max_eval_steps: evaluation batches at most.
     dynamic_masking: draw new masks for every batch instead of the stored ones.
-    vocab_file: the vocabulary; needed for `dynamic_masking` and copied into the export.
     masked_lm_prob: fraction of tokens masked by dynamic masking.
     do_whole_word_mask: dynamic masking masks whole words.
     export_tf1: also export the original TF1 checkpoint format.
-    engine: the `EngineConfig`.
-
-  Returns:
-    The evaluation results (dict), or an empty dict without `do_eval`.
 
   Example:
 
-  >>> run_pretraining(bert_config_file="bert_config.json",  # doctest: +SKIP
-  ...                 input_file="/tmp/tf_examples.tfrecord", output_dir="/tmp/out",
-  ...                 do_train=True, num_train_steps=20, num_warmup_steps=10)
+    task = PretrainingTask(bert_config=BertConfig.from_json_file("bert_config.json"),
+                           input_file="/tmp/tf_examples.tfrecord", num_train_steps=20,
+                           num_warmup_steps=10)
+    driver.run(task, RunConfig(output_dir="/tmp/out"), Modes(train=True, eval=True))
   """
-  if not do_train and not do_eval:
-    raise ValueError("At least one of do_train or do_eval must be True.")
-  config = BertConfig.from_json_file(bert_config_file)
-  if max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"max_seq_length={max_seq_length} is longer than the "
-                     f"max_position_embeddings={config.max_position_embeddings} of "
-                     f"{bert_config_file}.")
-  masking = None
-  if dynamic_masking:
-    if not vocab_file:
-      raise ValueError("dynamic_masking needs vocab_file, for the ids of [MASK], [CLS], [SEP].")
-    masking = DynamicMasking.from_vocab_file(vocab_file, max_predictions_per_seq, masked_lm_prob,
-                                             whole_word_mask=do_whole_word_mask)
-  tf.io.gfile.makedirs(output_dir)
-  strategy = engine.setup()
-  with strategy.scope():
-    model = BertPretrainer(config)
-    optimizer = create_optimizer(engine.optimizer_type, learning_rate, num_train_steps,
-                                 num_warmup_steps, engine.weight_decay,
-                                 dtype=engine.dtype) if do_train else None
-  trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
-                    model_dir=output_dir, config=engine, metrics_fn=pretraining_metrics)
-  if trainer.restore() == 0 and init_checkpoint:
+
+  name = "pre-training"
+  supported_modes = ("train", "eval")
+
+  def __init__(self, *, bert_config, input_file, vocab_file=None, max_seq_length=128,
+               max_predictions_per_seq=20, num_train_steps=100000, num_warmup_steps=10000,
+               max_eval_steps=100, dynamic_masking=False, masked_lm_prob=0.15,
+               do_whole_word_mask=False, export_tf1=False):
+    super().__init__(bert_config=bert_config, vocab_file=vocab_file, do_lower_case=None,
+                     max_seq_length=max_seq_length)
+    self.input_file = input_file
+    self.max_predictions_per_seq = max_predictions_per_seq
+    self.num_train_steps = num_train_steps
+    self.num_warmup_steps = num_warmup_steps
+    self.max_eval_steps = max_eval_steps
+    self.dynamic_masking = dynamic_masking
+    self.masked_lm_prob = masked_lm_prob
+    self.do_whole_word_mask = do_whole_word_mask
+    self.export_tf1 = export_tf1
+    self.masking = None
+
+  def validate(self, modes, init_checkpoint=None):
+    super().validate(modes, init_checkpoint)
+    files = file_io.expand_globs(self.input_file, what="pre-training data")
+    self.summary.append(f"{len(files)} input file(s)")
+    if self.dynamic_masking:
+      if not self.vocab_file:
+        raise ValueError("dynamic_masking needs vocab_file, for the ids of [MASK], [CLS], "
+                         "[SEP].")
+      self.masking = DynamicMasking.from_vocab_file(
+          self.vocab_file, self.max_predictions_per_seq, self.masked_lm_prob,
+          whole_word_mask=self.do_whole_word_mask)
+
+  def needs_one_machine(self, modes):
+    return False
+
+  def build_model(self):
+    return BertPretrainer(self.bert_config)
+
+  def loss(self, outputs, labels):
+    return pretraining_losses(outputs, labels)
+
+  def metrics(self, outputs, labels):
+    return pretraining_metrics(outputs, labels)
+
+  def initialize(self, model, init_checkpoint):
     heads = restore_pretrainer_weights(model, init_checkpoint)
     logging.info("Initialised the encoder%s from %s.",
-                 " and the pre-training heads" if heads else "",
-                 init_checkpoint)
+                 " and the pre-training heads" if heads else "", init_checkpoint)
 
-  def dataset_fn(batch_size, is_training):
-    return lambda input_context: pretraining_dataset(
-        input_file, max_seq_length, max_predictions_per_seq, batch_size, is_training,
-        input_context=input_context, dynamic_masking=masking, seed=engine.seed)
+  def untrained(self, output_dir):
+    logging.warning("%s holds no checkpoint: evaluating the initial weights.", output_dir)
 
-  chief = distribution.is_chief(strategy)
-  if do_train:
-    logging.info("***** Running training *****  batch size %d, %d steps", train_batch_size,
-                 num_train_steps)
-    trainer.train(dataset_fn(train_batch_size, is_training=True), num_train_steps)
-    if chief:
-      export_pretrained_dir(model, config, os.path.join(output_dir, EXPORT_DIR), vocab_file,
-                            tf1=export_tf1)
-  if not do_eval:
-    return {}
-  logging.info("***** Running evaluation *****  batch size %d, at most %d steps",
-               eval_batch_size, max_eval_steps)
-  results = trainer.evaluate(dataset_fn(eval_batch_size, is_training=False), max_eval_steps)
-  results["global_step"] = int(trainer.global_step.numpy())
-  if chief:
-    write_eval_results(os.path.join(output_dir, EVAL_RESULTS), results)
-    progress.write_scalars(os.path.join(output_dir, "eval"), results["global_step"], results)
-  return results
+  def training_steps(self, config):
+    return self.num_train_steps, self.num_warmup_steps
 
+  def _input_fn(self, is_training, seed=None):
+    return lambda batch_size, input_context: pretraining_dataset(
+        self.input_file, self.max_seq_length, self.max_predictions_per_seq, batch_size,
+        is_training, input_context=input_context, dynamic_masking=self.masking, seed=seed)
+
+  def train_input_fn(self, runner):
+    return self._input_fn(is_training=True, seed=runner.config.engine.seed)
+
+  def evaluate(self, runner):
+    return runner.evaluate(self._input_fn(is_training=False, seed=runner.config.engine.seed),
+                           prefix=None, max_steps=self.max_eval_steps)
+
+  def save(self, runner):
+    """Exports `output_dir/pretrained/`, the folder fine-tuning takes as `--init_checkpoint`."""
+    path = os.path.join(runner.config.output_dir, EXPORT_DIR)
+    if runner.is_chief:
+      export_pretrained_dir(runner.model, self.bert_config, path, self.vocab_file,
+                            tf1=self.export_tf1)
+    return [path]

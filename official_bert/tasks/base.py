@@ -73,7 +73,8 @@ class Task(abc.ABC):
   Args:
     bert_config: the encoder's `BertConfig`.
     vocab_file: the WordPiece vocabulary (copied into the saved model folder).
-    do_lower_case: whether the text is lower-cased (uncased models).
+    do_lower_case: whether the text is lower-cased (uncased models); None for a task that reads
+      no text (pre-training reads records).
     max_seq_length: tokens per example after WordPiece, special tokens included.
 
   Attributes:
@@ -120,7 +121,8 @@ class Task(abc.ABC):
       raise ValueError(f"Cannot use sequence length {self.max_seq_length} because the BERT "
                        "model was only trained up to sequence length "
                        f"{self.bert_config.max_position_embeddings} (max_position_embeddings).")
-    tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
+    if self.do_lower_case is not None:
+      tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
     if self.vocab_file:
       self.tokenizer  # pylint: disable=pointless-statement  (loads and checks the vocabulary)
 

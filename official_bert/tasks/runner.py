@@ -236,19 +236,23 @@ class Runner:
     return self.trainer.train(self._dataset_fn(input_fn, self.config.train_batch_size),
                               min(num_steps or self.num_train_steps, self.num_train_steps))
 
-  def evaluate(self, input_fn, prefix="eval"):
-    """Averages the losses and metrics over a whole evaluation set.
+  def evaluate(self, input_fn, prefix="eval", max_steps=None):
+    """Averages the losses and metrics over a whole evaluation set (or its first batches).
 
     Args:
       input_fn: `input_fn(batch_size, input_context)` -> finite dataset of
         `(features, labels)` batches.
-      prefix: the results' names are `<prefix>_<name>`, e.g. `eval_loss`, `eval_accuracy`.
+      prefix: the results' names are `<prefix>_<name>`, e.g. `eval_loss`, `eval_accuracy`;
+        None keeps the names.
+      max_steps: evaluate at most this many (global) batches; None for the whole set.
 
     Returns:
       Dict: each loss and metric as `<prefix>_<name>`, and `global_step`.
     """
-    logging.info("***** Running evaluation *****  batch size %d", self.config.eval_batch_size)
-    results = self.trainer.evaluate(self._dataset_fn(input_fn, self.config.eval_batch_size))
+    logging.info("***** Running evaluation *****  batch size %d%s", self.config.eval_batch_size,
+                 f", at most {max_steps} steps" if max_steps else "")
+    results = self.trainer.evaluate(self._dataset_fn(input_fn, self.config.eval_batch_size),
+                                    max_steps)
     results.pop("examples")
     return self.eval_results(results, prefix)
 
@@ -260,13 +264,13 @@ class Runner:
 
     Args:
       metrics: dict of names to floats.
-      prefix: the name prefix.
+      prefix: the name prefix; None keeps the names.
 
     Returns:
       The named results with `global_step`.
     """
     step = self.global_step
-    results = {f"{prefix}_{name}": value for name, value in metrics.items()}
+    results = {(f"{prefix}_{name}" if prefix else name): value for name, value in metrics.items()}
     if self.is_chief:
       progress.write_scalars(os.path.join(self.config.output_dir, "eval"), step, results)
     return dict(results, global_step=step)
