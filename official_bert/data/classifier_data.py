@@ -212,8 +212,8 @@ def get_processor(task_name, data_dir=None, *, tfds_name=None, **custom_options)
 
   Example:
 
-  >>> processor = get_processor("MRPC", "glue_data/MRPC")  # doctest: +SKIP
-  >>> processor.get_labels()  # doctest: +SKIP
+  >>> processor = get_processor("MRPC", "glue_data/MRPC")
+  >>> processor.get_labels()
   ['0', '1']
   """
   # The processor modules build on this one, so they are imported here rather than at the top.

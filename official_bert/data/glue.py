@@ -95,7 +95,7 @@ def glue_task(task_name):
 
 
 class GlueProcessor(classifier_data.DataProcessor):
-  """Reads one GLUE task from its folder of TSV files.
+  r"""Reads one GLUE task from its folder of TSV files.
 
   Args:
     task_name: the task, e.g. `MRPC`, `MNLI`, `STS-B`, `AX` (see `glue_task`).
@@ -111,8 +111,12 @@ class GlueProcessor(classifier_data.DataProcessor):
 
   Example:
 
-  >>> processor = GlueProcessor("SST-2", "glue_data/SST-2")  # doctest: +SKIP
-  >>> processor.get_dev_examples()[0]  # doctest: +SKIP
+  >>> import os
+  >>> os.makedirs("glue_data/SST-2")
+  >>> with open("glue_data/SST-2/dev.tsv", "w") as f:
+  ...   _ = f.write("sentence\tlabel\nit 's a charming and often affecting journey . \t1\n")
+  >>> processor = GlueProcessor("SST-2", "glue_data/SST-2")
+  >>> processor.get_dev_examples()[0]
   InputExample(guid='dev-0', text_a="it 's a charming and often affecting journey . ", text_b=None,
   label='1')
   """

@@ -81,10 +81,10 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
   Returns:
     A `tf.data.Dataset` of `(features, labels)` dicts (see the module docstring).
 
-  Example:
-    >>> ds = pretraining_dataset("out/*.tfrecord", 128, 20, batch_size=32,  # doctest: +SKIP
-    ...                          is_training=True)
-    >>> features, labels = next(iter(ds))  # doctest: +SKIP
+  Example, over the files `create_pretraining_data` wrote:
+
+      ds = pretraining_dataset("out/*.tfrecord", 128, 20, batch_size=32, is_training=True)
+      features, labels = next(iter(ds))
   """
   files = list_files(file_patterns)
   _check_lengths(files[0], seq_length, max_predictions_per_seq)

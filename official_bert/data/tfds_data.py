@@ -74,8 +74,8 @@ class TfdsProcessor(classifier_data.DataProcessor):
 
   Example:
 
-  >>> processor = TfdsProcessor("glue/mrpc")  # doctest: +SKIP
-  >>> processor.get_labels()  # doctest: +SKIP
+  >>> processor = TfdsProcessor("glue/mrpc")
+  >>> processor.get_labels()
   ['0', '1']
   """
 

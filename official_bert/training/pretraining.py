@@ -99,11 +99,11 @@ def run_pretraining(*, bert_config_file, input_file, output_dir, do_train=False,
   Returns:
     The evaluation results (dict), or an empty dict without `do_eval`.
 
-  Example:
+  Example, a short run over the files `create_pretraining_data` wrote:
 
-  >>> run_pretraining(bert_config_file="bert_config.json",  # doctest: +SKIP
-  ...                 input_file="/tmp/tf_examples.tfrecord", output_dir="/tmp/out",
-  ...                 do_train=True, num_train_steps=20, num_warmup_steps=10)
+      run_pretraining(bert_config_file="bert_config.json",
+                      input_file="/tmp/tf_examples.tfrecord", output_dir="/tmp/out",
+                      do_train=True, num_train_steps=20, num_warmup_steps=10)
   """
   if not do_train and not do_eval:
     raise ValueError("At least one of do_train or do_eval must be True.")
