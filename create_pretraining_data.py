@@ -15,11 +15,9 @@ next sentences come from the same shard).
 import os
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_pipeline
+from official_bert.data import pretraining_instances, pretraining_pipeline
 
 flags.DEFINE_string("input_file", None,
                     "Input text file(s): a comma-separated list of files or glob patterns.")

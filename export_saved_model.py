@@ -13,8 +13,7 @@ import os
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 # pylint: disable=wrong-import-position
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from official_bert import export
 

@@ -27,8 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 import time
 
-import tensorflow as tf
 from absl import app, flags
+import tensorflow as tf
 
 flags.DEFINE_integer("repeats", 5, "Timed windows per product; the best counts.")
 FLAGS = flags.FLAGS

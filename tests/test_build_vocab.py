@@ -9,8 +9,7 @@ import sys
 import pytest
 
 from official_bert import tokenization
-from official_bert.preprocessing import BertTokenizerLayer
-from official_bert.preprocessing import vocab_builder
+from official_bert.preprocessing import BertTokenizerLayer, vocab_builder
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "cook", "clean", "open", "work", "help",

@@ -1,19 +1,24 @@
 """Tests for the converted-folder layout, its loaders and the `convert_checkpoint` script."""
 
-import json
 import math
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
-import tensorflow as tf
-from absl import flags
-from conftest import minilm_model_dir
 from safetensors.numpy import load_file
+import tensorflow as tf
 
-from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer
-from official_bert import checkpoints, convert_checkpoint
+from conftest import minilm_model_dir
+from official_bert import (
+  BertClassifier,
+  BertConfig,
+  BertEncoder,
+  BertPretrainer,
+  checkpoints,
+  convert_checkpoint,
+)
 from official_bert.checkpoints import tf1
 
 CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,

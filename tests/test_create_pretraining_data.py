@@ -11,12 +11,14 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert import tokenization
-from official_bert.data import pretraining_corpus
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_pipeline
-from official_bert.data import pretraining_reader
-from official_bert.data import pretraining_workers
-from official_bert.data import pretraining_writer
+from official_bert.data import (
+  pretraining_corpus,
+  pretraining_instances,
+  pretraining_pipeline,
+  pretraining_reader,
+  pretraining_workers,
+  pretraining_writer,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -110,8 +112,8 @@ def test_records_hold_the_tokenized_text(corpus, written):
   text_file, vocab_file = corpus
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   lines = [line for line in open(text_file).read().split("\n") if line.strip()]
-  flat = "," + ",".join(",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))))
-                        for l in lines) + ","
+  ids = (tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)) for line in lines)
+  flat = "," + ",".join(",".join(map(str, line_ids)) for line_ids in ids) + ","
   spec = pretraining_reader.feature_spec(64, 20)
   for record in read_records(written[0])[:40]:
     ex = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
@@ -213,9 +215,9 @@ def test_real_text_sample(tmp_path):
   path, stats = run(tmp_path, str(sample), str(vocab),
                     options=pretraining_instances.InstanceOptions(dupe_factor=5))
   tokenizer = tokenization.FullTokenizer(str(vocab))
-  lines = [l for l in sample.read_text(encoding="utf-8").split("\n") if l.strip()]
-  flat = "," + ",".join(",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))))
-                        for l in lines) + ","
+  lines = [line for line in sample.read_text(encoding="utf-8").split("\n") if line.strip()]
+  ids = (tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)) for line in lines)
+  flat = "," + ",".join(",".join(map(str, line_ids)) for line_ids in ids) + ","
   spec = pretraining_reader.feature_spec(128, 20)
   for record in read_records(path)[:30]:
     ex = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import shared_data
 
+from conftest import shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic

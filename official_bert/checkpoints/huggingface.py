@@ -8,8 +8,8 @@ stores `[out, in]`), and `official_bert.checkpoints.tf1` assigns them, with the 
 import json
 import os
 
-import numpy as np
 from absl import logging
+import numpy as np
 from safetensors.numpy import load_file
 
 from official_bert.checkpoints import tf1

@@ -20,10 +20,10 @@ import os
 import shutil
 import tempfile
 
+from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder

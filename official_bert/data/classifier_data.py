@@ -18,7 +18,6 @@ import csv
 import dataclasses
 import math
 import sys
-from typing import Optional, Union
 
 from absl import logging
 
@@ -46,8 +45,8 @@ class InputExample:
   """
   guid: str
   text_a: str
-  text_b: Optional[str] = None
-  label: Union[str, float, None] = None
+  text_b: str | None = None
+  label: str | float | None = None
 
 
 class DataProcessor(abc.ABC):

@@ -18,7 +18,6 @@ every example: the final partial batch is filled up with padding rows of weight 
 import dataclasses
 import os
 import uuid
-from typing import List, Union
 
 from absl import logging
 import tensorflow as tf
@@ -43,10 +42,10 @@ class InputFeatures:
       for regression.
     is_real_example: False only for rows added to fill a batch.
   """
-  input_ids: List[int]
-  input_mask: List[int]
-  segment_ids: List[int]
-  label_id: Union[int, float]
+  input_ids: list[int]
+  input_mask: list[int]
+  segment_ids: list[int]
+  label_id: int | float
   is_real_example: bool = True
 
 
@@ -254,8 +253,9 @@ def create_classifier_dataset(file_pattern, seq_length, batch_size, is_training,
   >>> from official_bert.data.classifier_data import InputExample
   >>> with open("vocab.txt", "w") as f:
   ...   _ = f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film"]))
+  >>> rows = [("good film", "1"), ("bad", "0"), ("film", "1")]
   >>> examples = [InputExample(f"dev-{i}", text, None, label)
-  ...             for i, (text, label) in enumerate([("good film", "1"), ("bad", "0"), ("film", "1")])]
+  ...             for i, (text, label) in enumerate(rows)]
   >>> _ = file_based_convert_examples_to_features(
   ...     examples, ["0", "1"], 8, tokenization.FullTokenizer("vocab.txt"), "eval.tf_record")
   >>> dataset = create_classifier_dataset("eval.tf_record", 8, 2, is_training=False)

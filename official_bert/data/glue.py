@@ -13,7 +13,6 @@ with an MNLI model); `entailment, not_entailment` for QNLI and RTE; STS-B is reg
 
 import dataclasses
 import os
-from typing import Optional
 
 from official_bert.data import classifier_data
 
@@ -53,7 +52,7 @@ class GlueTask:
   name: str
   labels: tuple
   text_a: str
-  text_b: Optional[str]
+  text_b: str | None
   label: str
   files: dict = dataclasses.field(default_factory=lambda: dict(_STANDARD_FILES))
   id_column: str = "index"

@@ -24,10 +24,12 @@ import time
 
 from absl import logging
 
-from official_bert.data import pretraining_corpus
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_stats
-from official_bert.data import pretraining_workers
+from official_bert.data import (
+  pretraining_corpus,
+  pretraining_instances,
+  pretraining_stats,
+  pretraining_workers,
+)
 
 DEFAULT_SHARD_BYTES = 1 << 20
 # A worker process costs 2-3 s of CPU to start (importing TensorFlow, building the tokenizer),

@@ -22,9 +22,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from official_bert.data import pretraining_corpus
-from official_bert.data import pretraining_instances
-from official_bert.data import pretraining_stats
+from official_bert.data import pretraining_corpus, pretraining_instances, pretraining_stats
 from official_bert.preprocessing import tokenizer_layer
 
 # Sentences tokenized at once; bounds the memory of the tokenizer's intermediate tensors.

@@ -6,8 +6,11 @@ vocabulary that fits the tokenizer.
 """
 
 from official_bert.preprocessing.input_packer import BertInputPacker
-from official_bert.preprocessing.masking import (DynamicMasking, apply_dynamic_masking,
-                                                 restore_token_ids)
+from official_bert.preprocessing.masking import (
+  DynamicMasking,
+  apply_dynamic_masking,
+  restore_token_ids,
+)
 from official_bert.preprocessing.tokenizer_layer import BertTokenizerLayer
 from official_bert.preprocessing.vocab_builder import build_vocab
 

@@ -40,8 +40,8 @@ import dataclasses
 import os
 from typing import Optional
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert import export, tokenization
 from official_bert.checkpoints import restore_encoder_weights

@@ -8,9 +8,9 @@ holds what every script shares: the distribution strategy, precision, XLA, the l
 
 import dataclasses
 
+from absl import logging
 import keras
 import tensorflow as tf
-from absl import logging
 
 from official_bert.training import distribution
 

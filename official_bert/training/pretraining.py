@@ -9,8 +9,8 @@ folder that the fine-tuning scripts take as `--init_checkpoint`.
 
 import os
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_weights
 from official_bert.configs import BertConfig
