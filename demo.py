@@ -1,6 +1,6 @@
 """The whole BERT story, end to end, in a few minutes on a CPU.
 
-    python3 dev.py demo                       # on the generated review corpus that ships with the code
+    python3 dev.py demo                       # on the generated review corpus shipped with the code
     python3 dev.py demo --corpus='../shared/data/corpus/gutenberg/*.txt'
 
 Each stage runs the project's own command-line script, exactly as a user would, and the demo
@@ -28,6 +28,7 @@ import sys
 import time
 
 import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # pylint: disable=wrong-import-position
@@ -88,7 +89,7 @@ def _prepare_data(output_dir):
 
 def _serve(export_dir):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  import tensorflow_text  # pylint: disable=import-outside-toplevel,unused-import  (registers ops)
+  import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (registers ops)
   print(f"\n=== Serving: tf.saved_model.load({export_dir!r}).signatures['serving_default']")
   serving = tf.saved_model.load(export_dir).signatures["serving_default"]
   outputs = serving(text=tf.constant(REQUESTS))

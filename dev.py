@@ -1,7 +1,7 @@
 """Set-up and entry points for a fresh checkout; needs only Python 3.11 and pip.
 
     python3 dev.py demo    # install, then run the end-to-end demo on the shipped sample
-    python3 dev.py test    # install, then run the whole test suite
+    python3 dev.py test    # install, then `ruff check .`, then the test suite with the doctests
 
 Both create `.venv/` when it is missing and re-install only when `pyproject.toml` changed. Arguments
 after the command go to the demo or to pytest (`python3 dev.py test -m "not slow"`).
@@ -48,6 +48,10 @@ def main(argv):
   install()
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
   if command == "test":
+    print("ruff check .", flush=True)
+    lint = subprocess.run([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
+    if lint.returncode:
+      sys.exit(lint.returncode)
     args = [str(PYTHON), "-m", "pytest", "-q", *rest]
   else:
     args = [str(PYTHON), str(ROOT / "demo.py"), *rest]

@@ -22,13 +22,14 @@ the BERT-Base step put at about 440 GFLOP/s, so the step's own ceiling is somewh
 import os
 
 import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
 import time
 
-import tensorflow as tf
 from absl import app, flags
+import tensorflow as tf
 
 flags.DEFINE_integer("repeats", 5, "Timed windows per product; the best counts.")
 FLAGS = flags.FLAGS

@@ -29,19 +29,21 @@ The machine must be otherwise idle for the figures to mean anything; each row is
 `--repeats` timed windows, measured alternately for each implementation.
 """
 
+import functools
 import os
 
 import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
 import tempfile
 import time
 
+from absl import app, flags, logging
 import keras
 import numpy as np
 import tensorflow as tf
-from absl import app, flags, logging
 
 from official_bert import BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
@@ -179,11 +181,11 @@ def main(_):
   rows = []
   for name in FLAGS.configs:
     layers, hidden, batch, steps = CONFIGS[name]
-    builders = {"ours_xla": lambda: Ours(layers, hidden, batch, steps, xla=True),
-                "ours_graph": lambda: Ours(layers, hidden, batch, steps, xla=False),
-                "ours_bf16": lambda: Ours(layers, hidden, batch, steps, xla=True,
-                                          dtype="bfloat16"),
-                "kerashub": lambda: KerasHub(layers, hidden, batch, steps)}
+    shape = (layers, hidden, batch, steps)
+    builders = {"ours_xla": functools.partial(Ours, *shape, xla=True),
+                "ours_graph": functools.partial(Ours, *shape, xla=False),
+                "ours_bf16": functools.partial(Ours, *shape, xla=True, dtype="bfloat16"),
+                "kerashub": functools.partial(KerasHub, *shape)}
     runners = {variant: builders[variant]() for variant in FLAGS.variants}
     best = {variant: 0.0 for variant in runners}
     for _ in range(FLAGS.repeats):

@@ -5,9 +5,9 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import official_bert.cli  # noqa: F401,E402  (turns oneDNN on before TensorFlow loads)
-
 import pytest
+
+import official_bert.cli  # noqa: F401,E402  (turns oneDNN on before TensorFlow loads)
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

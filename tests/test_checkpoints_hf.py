@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import minilm_model_dir
 from safetensors.numpy import load_file, save_file
 
+from conftest import minilm_model_dir
 from official_bert import BertConfig, BertEncoder, BertPretrainer
 from official_bert.checkpoints import huggingface, load_encoder, load_pretrainer
 

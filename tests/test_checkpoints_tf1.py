@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import shared_data
 
+from conftest import shared_data
 from official_bert import BertConfig, BertEncoder, BertPretrainer
 from official_bert.checkpoints import tf1
 

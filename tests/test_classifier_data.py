@@ -5,9 +5,7 @@ import logging
 import pytest
 
 from conftest import shared_data
-from official_bert.data import classifier_data
-from official_bert.data import custom_data
-from official_bert.data import glue
+from official_bert.data import classifier_data, custom_data, glue
 from official_bert.data.classifier_data import DataError, InputExample
 
 BOM = "\ufeff"

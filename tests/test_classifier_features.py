@@ -6,8 +6,7 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert import tokenization
-from official_bert.data import classifier_features
-from official_bert.data import glue
+from official_bert.data import classifier_features, glue
 from official_bert.data.classifier_data import InputExample
 
 # Line number = token id.

@@ -2,11 +2,11 @@
 
 import os
 
-from conftest import shared_data
 import keras
 import numpy as np
 import pytest
 
+from conftest import shared_data
 from official_bert import BertConfig, BertTokenClassifier, tokenization
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics

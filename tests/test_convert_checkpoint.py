@@ -1,21 +1,19 @@
 """Tests for the converted-folder layout, its loaders and the `convert_checkpoint` script."""
 
-import json
 import math
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
-import tensorflow as tf
-from absl import flags
-from conftest import minilm_model_dir
 from safetensors.numpy import load_file
+import tensorflow as tf
 
-from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer
-from official_bert import checkpoints
-from official_bert.cli import convert_checkpoint
+from conftest import minilm_model_dir
+from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import tf1
+from official_bert.cli import convert_checkpoint
 
 CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=16, max_position_embeddings=16)
@@ -134,8 +132,9 @@ def test_script_requires_its_flags_and_checks_the_format(source, tmp_path):
 @pytest.mark.slow
 def test_script_runs_as_a_module(source, tmp_path):
   folder, model = source
-  subprocess.run([sys.executable, "-m", "official_bert.cli.convert_checkpoint", "--input_format=tf1",
-                  f"--input={folder}", f"--output_dir={tmp_path}"], check=True)
+  subprocess.run([sys.executable, "-m", "official_bert.cli.convert_checkpoint",
+                  "--input_format=tf1", f"--input={folder}", f"--output_dir={tmp_path}"],
+                 check=True)
   assert_same_weights(checkpoints.load_pretrainer(tmp_path), model)
 
 

@@ -109,8 +109,9 @@ def test_records_hold_the_tokenized_text(corpus, written):
   text_file, vocab_file = corpus
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   lines = [line for line in open(text_file).read().split("\n") if line.strip()]
-  flat = "," + ",".join(",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))))
-                        for l in lines) + ","
+  flat = "," + ",".join(
+      ",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))))
+      for line in lines) + ","
   spec = feature_spec(64, 20)
   for record in read_records(written[0])[:40]:
     ex = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
@@ -211,9 +212,10 @@ def test_real_text_sample(tmp_path):
   vocab = shared_data("vocab/bert-base-uncased-vocab.txt")
   path, stats = run(tmp_path, str(sample), str(vocab), options=InstanceOptions(dupe_factor=5))
   tokenizer = tokenization.FullTokenizer(str(vocab))
-  lines = [l for l in sample.read_text(encoding="utf-8").split("\n") if l.strip()]
-  flat = "," + ",".join(",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(l))))
-                        for l in lines) + ","
+  lines = [line for line in sample.read_text(encoding="utf-8").split("\n") if line.strip()]
+  flat = "," + ",".join(
+      ",".join(map(str, tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))))
+      for line in lines) + ","
   spec = feature_spec(128, 20)
   for record in read_records(path)[:30]:
     ex = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}

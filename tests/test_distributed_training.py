@@ -1,8 +1,10 @@
 """Data-parallel training: two mirrored replicas and two multi-worker processes give the weights of
 one device on the same global batch.
 
-Strategies must be created before TensorFlow starts, so each scenario runs in a subprocess that
-executes this file (`python test_distributed_training.py mirrored|worker ...`).
+With `enable_xla` the single device compiles its step while the replicas run theirs as TensorFlow
+graphs (the Trainer compiles only a single replica's step). Strategies must be created before
+TensorFlow starts, so each scenario runs in a subprocess that executes this file
+(`python test_distributed_training.py mirrored|worker ...`).
 """
 
 import json
@@ -89,15 +91,17 @@ def _train(strategy_name, directory, records, initial, **engine_kwargs):
 
 def _mirrored_main(directory):
   import tensorflow as tf
-  from official_bert import BertPretrainer
   from test_training_loop import tiny_config, write_full_records
+
+  from official_bert import BertPretrainer
   cpu = tf.config.list_physical_devices("CPU")[0]
   tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
   initial = BertPretrainer(tiny_config(VOCAB)).get_weights()
   arrays = {}
   for name in ("one_device", "mirrored"):
-    # XLA on: one device compiles the whole step, two replicas their gradient computation.
+    # XLA on: one device compiles its whole step; the Trainer runs the two replicas' steps as
+    # graphs (see `Trainer.__init__`), and both must give the same weights.
     _, weights, results, predictions = _train(name, os.path.join(directory, name), records, initial,
                                            enable_xla=True)
     arrays.update({f"{name}/weight{i}": w for i, w in enumerate(weights)})

@@ -113,9 +113,10 @@ def test_pipeline_masks_change_between_epochs_and_repeat_with_the_seed():
   first, second = epochs(5)
   assert not np.array_equal(first, second)
   np.testing.assert_array_equal(epochs(5)[0], first)
-  for f, l in dynamic_masking.apply_dynamic_masking(dataset, dynamic(), seed=5).take(1):
-    assert f["input_word_ids"].dtype == tf.int32 and l["masked_lm_weights"].dtype == tf.float32
-    assert set(f) == {"input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions"}
+  for inputs, labels in dynamic_masking.apply_dynamic_masking(dataset, dynamic(), seed=5).take(1):
+    assert inputs["input_word_ids"].dtype == tf.int32
+    assert labels["masked_lm_weights"].dtype == tf.float32
+    assert set(inputs) == {"input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions"}
 
 
 def test_short_sequences_and_few_predictions():

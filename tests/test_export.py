@@ -19,12 +19,25 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA, shared_data
-from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
-                           BertSpanLabeler, BertTokenClassifier, export_pretrained_dir)
-from official_bert import tokenization
+from official_bert import (
+  BertClassifier,
+  BertConfig,
+  BertEncoder,
+  BertMultipleChoice,
+  BertSpanLabeler,
+  BertTokenClassifier,
+  export_pretrained_dir,
+  tokenization,
+)
 from official_bert.data import classifier_data, classifier_features, conll, squad, swag
-from official_bert.export import (export_classifier, export_model_dir, export_multiple_choice,
-                                  export_span_labeler, export_token_classifier, save_task_model)
+from official_bert.export import (
+  export_classifier,
+  export_model_dir,
+  export_multiple_choice,
+  export_span_labeler,
+  export_token_classifier,
+  save_task_model,
+)
 
 SMALL_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",

@@ -7,10 +7,16 @@ import numpy as np
 import pytest
 
 from conftest import shared_data
-from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
-                           BertSpanLabeler, BertTokenClassifier, export_pretrained_dir)
-from official_bert.export import (TASK_FILE, WEIGHTS_FILE, TaskInfo, load_task_model,
-                                  save_task_model)
+from official_bert import (
+  BertClassifier,
+  BertConfig,
+  BertEncoder,
+  BertMultipleChoice,
+  BertSpanLabeler,
+  BertTokenClassifier,
+  export_pretrained_dir,
+)
+from official_bert.export import TASK_FILE, WEIGHTS_FILE, TaskInfo, load_task_model, save_task_model
 from official_bert.export import model_dir as model_dir_lib
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", ".",

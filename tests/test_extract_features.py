@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 
-from conftest import minilm_model_dir
 import numpy as np
 import pytest
 
+from conftest import minilm_model_dir
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
 from official_bert.tasks import feature_extraction
 

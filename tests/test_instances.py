@@ -191,7 +191,10 @@ def original_pairs(documents, max_seq_length, short_seq_prob, rng):
   Random integers are drawn as `_pair_spans` draws them, so that both make the same choices.
   """
   uniform = rng.random
-  randint = lambda low, high: low + int(uniform() * (high - low + 1))
+
+  def randint(low, high):
+    return low + int(uniform() * (high - low + 1))
+
   pairs = []
   for doc, document in enumerate(documents):
     target = max_seq_length - 3

@@ -7,10 +7,26 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
-                           BertPretrainer, BertSpanLabeler, BertTokenClassifier, get_preset)
-from official_bert.layers import (BertEmbeddings, ClassificationHead, MaskedLMHead, SelfAttention,
-                                  SpanHead, TransformerBlock, TransposedDense, get_activation)
+from official_bert import (
+  BertClassifier,
+  BertConfig,
+  BertEncoder,
+  BertMultipleChoice,
+  BertPretrainer,
+  BertSpanLabeler,
+  BertTokenClassifier,
+  get_preset,
+)
+from official_bert.layers import (
+  BertEmbeddings,
+  ClassificationHead,
+  MaskedLMHead,
+  SelfAttention,
+  SpanHead,
+  TransformerBlock,
+  TransposedDense,
+  get_activation,
+)
 from official_bert.models import pretraining_losses
 
 CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

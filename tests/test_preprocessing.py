@@ -13,8 +13,7 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert import tokenization
-from official_bert.preprocessing import BertInputPacker
-from official_bert.preprocessing import BertTokenizerLayer
+from official_bert.preprocessing import BertInputPacker, BertTokenizerLayer
 
 HANDWRITTEN = [
     "Hello, World! Héllo wörld — «quoted» ¿qué? l'été",

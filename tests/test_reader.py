@@ -19,7 +19,10 @@ def original_record(index):
   positions = [2, 5, 0, 0]
   masked_ids = [ids[2], ids[5], 0, 0]
   ids[2] = ids[5] = 4
-  int_feature = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+  def int_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
   features = collections.OrderedDict([
       ("input_ids", int_feature(ids)),
       ("input_mask", int_feature([1] * 13 + [0] * 3)),

@@ -1,5 +1,5 @@
-"""`ClassificationTask` through the driver: learning on a generated task, the original outputs, resume, MNLI/AX, custom
-files, bad data and misuse, the original README command, and real GLUE rows."""
+"""`ClassificationTask` through the driver: learning on a generated task, the original outputs,
+resume, MNLI/AX, custom files, bad data and misuse, the original README command, real GLUE rows."""
 
 import csv
 import json
@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_task, shared_data
 
+from conftest import run_task, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic

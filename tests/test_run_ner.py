@@ -5,9 +5,9 @@ import random
 import subprocess
 import sys
 
-from conftest import shared_data
 import pytest
 
+from conftest import shared_data
 from official_bert import BertConfig
 from official_bert.data import conll
 from official_bert.tasks import runner as run_lib

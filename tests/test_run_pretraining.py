@@ -5,9 +5,10 @@ import os
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
-from absl import flags
+from test_training_loop import make_records, write_corpus, write_full_records
 
 from conftest import shared_data
 from official_bert import BertConfig, BertEncoder
@@ -18,7 +19,6 @@ from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
-from test_training_loop import make_records, write_corpus, write_full_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
@@ -103,7 +103,7 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   trained = load_encoder(str(tmp_path / "out" / "pretrained"))
   fresh = BertEncoder(original.config)
   # Two Adam steps at 1e-5 move each weight by at most 2e-5 from the checkpoint's values.
-  for start, end, new in zip(original.trainable_weights, trained.trainable_weights,
+  for start, end, _new in zip(original.trainable_weights, trained.trainable_weights,
                              fresh.trainable_weights):
     np.testing.assert_allclose(end.numpy(), start.numpy(), atol=1e-4, err_msg=start.path)
   assert max(np.abs(n.numpy() - s.numpy()).max()

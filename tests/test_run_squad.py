@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import shared_data
 
+from conftest import shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data.squad import SquadFormatError
@@ -54,7 +54,7 @@ def _facts(seed, num_paragraphs, unanswerable=False):
     rng.shuffle(sentences)
     context = " ".join(sentences)
 
-    def answer(text, sentence_word):
+    def answer(text, sentence_word, context=context):
       return [{"text": text, "answer_start": context.index(text, context.index(sentence_word))}]
 
     qas = [(f"Where was {name} born?", answer(born, "born")),

@@ -7,10 +7,10 @@ import random
 import subprocess
 import sys
 
-from conftest import shared_data
 import numpy as np
 import pytest
 
+from conftest import shared_data
 from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
 from official_bert.tasks import runner as run_lib

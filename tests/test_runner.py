@@ -1,4 +1,5 @@
-"""The runner that the driver builds for every task: steps from epochs, checks, init checkpoint, resume, eval, save."""
+"""The runner that the driver builds for every task: steps from epochs, checks, init checkpoint,
+resume, eval, save."""
 
 import json
 import os

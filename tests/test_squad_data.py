@@ -8,8 +8,7 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert.data import squad
-from official_bert.evaluation import squad_evaluate
-from official_bert.evaluation import squad_postprocessing
+from official_bert.evaluation import squad_evaluate, squad_postprocessing
 from official_bert.tokenization import BasicTokenizer, FullTokenizer
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]

@@ -2,10 +2,10 @@
 
 import json
 
-from conftest import shared_data
 import numpy as np
 import pytest
 
+from conftest import shared_data
 from official_bert import BertConfig, BertMultipleChoice, tokenization
 from official_bert.data import swag
 

@@ -31,7 +31,7 @@ def basic(text, do_lower_case=True):
 
 def test_convert_to_unicode():
   assert tokenization.convert_to_unicode("héllo") == "héllo"
-  assert tokenization.convert_to_unicode("héllo".encode("utf-8")) == "héllo"
+  assert tokenization.convert_to_unicode("héllo".encode()) == "héllo"
   with pytest.raises(ValueError, match="not valid UTF-8 at byte 2"):
     tokenization.convert_to_unicode(b"ab\xff\xfecd")
   with pytest.raises(ValueError, match="Expected str or bytes"):

@@ -49,7 +49,10 @@ def write_full_records(path, num_examples, vocab_size, seed=0, seq_length=SEQ):
   averaged gradient equals the whole batch's exactly: what accumulation and replicas promise.
   """
   rng = np.random.default_rng(seed)
-  ints = lambda values: tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+  def ints(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(num_examples):
       ids = rng.integers(5, vocab_size, seq_length)
@@ -151,9 +154,12 @@ def test_a_small_model_overfits_real_text_with_the_uncased_vocab(tmp_path):
 def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, data_checkpointing):
   files, vocab_size = records
   config = tiny_config(vocab_size, dropout=0.1)  # dropout: the random state must resume too
-  run = lambda directory, weights: make_trainer(
-      directory, config, engine(save_checkpoints_steps=4, steps_per_loop=4), num_steps=10,
-      warmup=3, initial_weights=weights, data_checkpointing=data_checkpointing)
+
+  def run(directory, weights):
+    return make_trainer(
+        directory, config, engine(save_checkpoints_steps=4, steps_per_loop=4), num_steps=10,
+        warmup=3, initial_weights=weights, data_checkpointing=data_checkpointing)
+
   initial = BertPretrainer(config).get_weights()
 
   uninterrupted = run(tmp_path / "straight", initial)

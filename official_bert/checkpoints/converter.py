@@ -116,10 +116,17 @@ def load_encoder(path, config=None, dtype=None):
 
   Example:
 
+  >>> import numpy as np
   >>> import official_bert
-  >>> encoder = official_bert.load_encoder("uncased_L-4_H-256_A-4/")  # doctest: +SKIP
-  >>> outputs = encoder({"input_word_ids": ids, "input_mask": mask,
-  ...                    "input_type_ids": types})  # doctest: +SKIP
+  >>> config = official_bert.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+  ...                                   num_attention_heads=2, intermediate_size=32)
+  >>> _ = write_dir(official_bert.BertEncoder(config), "bert_mini")
+  >>> encoder = official_bert.load_encoder("bert_mini")
+  >>> ids = np.array([[2, 7, 9, 3, 0]], "int32")
+  >>> outputs = encoder({"input_word_ids": ids, "input_mask": np.sign(ids),
+  ...                    "input_type_ids": np.zeros_like(ids)})
+  >>> tuple(outputs["pooled_output"].shape)
+  (1, 16)
   """
   kind, location, config_file = _locate(path)
   encoder = BertEncoder(_resolve_config(config, kind, config_file, path), dtype=dtype)
@@ -293,10 +300,9 @@ def convert(input_format, input_path, output_dir, output_format=KERAS, config_fi
   Returns:
     `output_dir`.
 
-  Example:
+  Example, with the original BERT-Mini files of google-research/bert:
 
-  >>> convert("tf1", "uncased_L-4_H-256_A-4/bert_model.ckpt", "bert_mini")  # doctest: +SKIP
-  'bert_mini'
+      convert("tf1", "uncased_L-4_H-256_A-4/bert_model.ckpt", "bert_mini")  # returns "bert_mini"
   """
   if input_format not in INPUT_FORMATS:
     raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}.")

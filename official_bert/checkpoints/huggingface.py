@@ -8,8 +8,8 @@ stores `[out, in]`), and `official_bert.checkpoints.tf1` assigns them, with the 
 import json
 import os
 
-import numpy as np
 from absl import logging
+import numpy as np
 from safetensors.numpy import load_file
 
 from official_bert.checkpoints import tf1
@@ -194,10 +194,10 @@ def load_hf_checkpoint(model, path):
       `cls.seq_relationship.*`) or a task model with an `.encoder`.
     path: see `find_hf_checkpoint`.
 
-  Example:
+  Example, with the folder of a downloaded Hugging Face model:
 
-  >>> encoder = BertEncoder(read_hf_config("all-MiniLM-L6-v2"))  # doctest: +SKIP
-  >>> load_hf_checkpoint(encoder, "all-MiniLM-L6-v2")  # doctest: +SKIP
+      encoder = BertEncoder(read_hf_config("all-MiniLM-L6-v2"))
+      load_hf_checkpoint(encoder, "all-MiniLM-L6-v2")
   """
   weights_file = require_hf_checkpoint(path)[1]
   weights = hf_to_original(read_hf_weights(weights_file), source=weights_file)

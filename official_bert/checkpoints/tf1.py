@@ -20,10 +20,10 @@ import os
 import shutil
 import tempfile
 
+from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder
@@ -284,10 +284,17 @@ def load_tf1_checkpoint(model, path):
 
   Example:
 
+  >>> import numpy as np
   >>> from official_bert import BertConfig, BertPretrainer
-  >>> config = BertConfig.from_json_file("uncased_L-4_H-256_A-4/bert_config.json")  # doctest: +SKIP
-  >>> model = BertPretrainer(config)  # doctest: +SKIP
-  >>> load_tf1_checkpoint(model, "uncased_L-4_H-256_A-4/bert_model.ckpt")  # doctest: +SKIP
+  >>> config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+  ...                     num_attention_heads=2, intermediate_size=32)
+  >>> trained = BertPretrainer(config)
+  >>> save_tf1_checkpoint(trained, "bert_mini/bert_model.ckpt")
+  'bert_mini/bert_model.ckpt'
+  >>> model = BertPretrainer(config)
+  >>> load_tf1_checkpoint(model, "bert_mini/bert_model.ckpt")
+  >>> all(np.array_equal(a, b) for a, b in zip(model.get_weights(), trained.get_weights()))
+  True
   """
   prefix = require_tf1_prefix(path)
   set_original_weights(model, read_tf1_checkpoint(prefix), source=prefix)

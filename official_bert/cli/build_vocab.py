@@ -7,8 +7,7 @@ The vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK], then the learned piec
 script prints how the input tokenizes under it: tokens, [UNK] count and rate.
 """
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from official_bert import vocab_builder
 

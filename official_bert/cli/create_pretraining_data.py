@@ -15,8 +15,7 @@ next sentences come from the same shard).
 import os
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from official_bert import pretraining
 

@@ -8,8 +8,7 @@ encoder. The signatures of each task are listed in `official_bert/export/saved_m
 needs TensorFlow and `import tensorflow_text` to run them.
 """
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from official_bert import export
 

@@ -18,7 +18,6 @@ import csv
 import dataclasses
 import math
 import sys
-from typing import Optional, Union
 
 from absl import logging
 
@@ -46,8 +45,8 @@ class InputExample:
   """
   guid: str
   text_a: str
-  text_b: Optional[str] = None
-  label: Union[str, float, None] = None
+  text_b: str | None = None
+  label: str | float | None = None
 
 
 class DataProcessor(abc.ABC):
@@ -212,8 +211,8 @@ def get_processor(task_name, data_dir=None, *, tfds_name=None, **custom_options)
 
   Example:
 
-  >>> processor = get_processor("MRPC", "glue_data/MRPC")  # doctest: +SKIP
-  >>> processor.get_labels()  # doctest: +SKIP
+  >>> processor = get_processor("MRPC", "glue_data/MRPC")
+  >>> processor.get_labels()
   ['0', '1']
   """
   # The processor modules build on this one, so they are imported here rather than at the top.

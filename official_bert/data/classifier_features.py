@@ -18,7 +18,6 @@ every example: the final partial batch is filled up with padding rows of weight 
 import dataclasses
 import os
 import uuid
-from typing import List, Union
 
 from absl import logging
 import tensorflow as tf
@@ -43,10 +42,10 @@ class InputFeatures:
       for regression.
     is_real_example: False only for rows added to fill a batch.
   """
-  input_ids: List[int]
-  input_mask: List[int]
-  segment_ids: List[int]
-  label_id: Union[int, float]
+  input_ids: list[int]
+  input_mask: list[int]
+  segment_ids: list[int]
+  label_id: int | float
   is_real_example: bool = True
 
 
@@ -146,7 +145,7 @@ def to_tf_example(feature, is_regression=False):
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                             output_file, is_regression=False):
-  """Converts `InputExample`s and writes them to one TFRecord file.
+  r"""Converts `InputExample`s and writes them to one TFRecord file.
 
   The file is written under a temporary name beside `output_file` and renamed when complete, so
   an interrupted run never leaves a file that looks finished.
@@ -161,9 +160,14 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 
   Example:
 
-  >>> file_based_convert_examples_to_features(  # doctest: +SKIP
-  ...     processor.get_train_examples(), processor.get_labels(), 128, tokenizer, "train.tf_record")
-  3668
+  >>> from official_bert.data.classifier_data import InputExample
+  >>> with open("vocab.txt", "w") as f:
+  ...   _ = f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film"]))
+  >>> tokenizer = tokenization.FullTokenizer("vocab.txt")
+  >>> examples = [InputExample("train-0", "good film", None, "1"),
+  ...             InputExample("train-1", "bad film", None, "0")]
+  >>> file_based_convert_examples_to_features(examples, ["0", "1"], 8, tokenizer, "train.tf_record")
+  2
   """
   features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                           is_regression)
@@ -226,7 +230,7 @@ def _pad_to_batch_fn(batch_size):
 def create_classifier_dataset(file_pattern, seq_length, batch_size, is_training,
                               is_regression=False, shuffle_buffer_size=100, seed=None,
                               input_context=None):
-  """Reads classifier TFRecord files as batches of model inputs, labels and example weights.
+  r"""Reads classifier TFRecord files as batches of model inputs, labels and example weights.
 
   Args:
     file_pattern: a TFRecord file, a glob pattern, or a comma-separated list of either.
@@ -246,9 +250,20 @@ def create_classifier_dataset(file_pattern, seq_length, batch_size, is_training,
 
   Example:
 
-  >>> dataset = create_classifier_dataset("eval.tf_record", 128, 32,  # doctest: +SKIP
-  ...                                     is_training=False)
-  >>> inputs, labels, weights = next(iter(dataset))  # doctest: +SKIP
+  >>> from official_bert.data.classifier_data import InputExample
+  >>> with open("vocab.txt", "w") as f:
+  ...   _ = f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "good", "bad", "film"]))
+  >>> rows = [("good film", "1"), ("bad", "0"), ("film", "1")]
+  >>> examples = [InputExample(f"dev-{i}", text, None, label)
+  ...             for i, (text, label) in enumerate(rows)]
+  >>> _ = file_based_convert_examples_to_features(
+  ...     examples, ["0", "1"], 8, tokenization.FullTokenizer("vocab.txt"), "eval.tf_record")
+  >>> dataset = create_classifier_dataset("eval.tf_record", 8, 2, is_training=False)
+  >>> inputs, labels, weights = next(iter(dataset))
+  >>> inputs["input_word_ids"].numpy().tolist()
+  [[2, 4, 6, 3, 0, 0, 0, 0], [2, 5, 3, 0, 0, 0, 0, 0]]
+  >>> [weights.numpy().tolist() for _, _, weights in dataset]  # the last batch is padded
+  [[1.0, 1.0], [1.0, 0.0]]
   """
   files = []
   for pattern in file_pattern.split(","):

@@ -31,7 +31,7 @@ def _label_order(label):
 
 
 class CustomProcessor(classifier_data.DataProcessor):
-  """Reads sentence or sentence-pair classification (or regression) data from the user's files.
+  r"""Reads sentence or sentence-pair classification (or regression) data from the user's files.
 
   Args:
     data_dir: folder holding `train.*`, `dev.*` and `test.*` (see the module docstring).
@@ -47,10 +47,15 @@ class CustomProcessor(classifier_data.DataProcessor):
 
   Example:
 
-  >>> processor = CustomProcessor("my_data", text_a_column="review",  # doctest: +SKIP
-  ...                             label_column="stars")
-  >>> processor.get_labels()  # doctest: +SKIP
-  ['1', '2', '3', '4', '5']
+  >>> import os
+  >>> os.makedirs("my_data")
+  >>> with open("my_data/train.csv", "w") as f:
+  ...   _ = f.write('review,stars\n"Great, would buy again",5\nBroke in a week,1\nFine,3\n')
+  >>> processor = CustomProcessor("my_data", text_a_column="review", label_column="stars")
+  >>> processor.get_labels()
+  ['1', '3', '5']
+  >>> processor.get_train_examples()[0]
+  InputExample(guid='train-0', text_a='Great, would buy again', text_b=None, label='5')
   """
 
   def __init__(self, data_dir, text_a_column, label_column, text_b_column=None,

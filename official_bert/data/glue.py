@@ -13,7 +13,6 @@ with an MNLI model); `entailment, not_entailment` for QNLI and RTE; STS-B is reg
 
 import dataclasses
 import os
-from typing import Optional
 
 from official_bert.data import classifier_data
 
@@ -53,7 +52,7 @@ class GlueTask:
   name: str
   labels: tuple
   text_a: str
-  text_b: Optional[str]
+  text_b: str | None
   label: str
   files: dict = dataclasses.field(default_factory=lambda: dict(_STANDARD_FILES))
   id_column: str = "index"
@@ -95,7 +94,7 @@ def glue_task(task_name):
 
 
 class GlueProcessor(classifier_data.DataProcessor):
-  """Reads one GLUE task from its folder of TSV files.
+  r"""Reads one GLUE task from its folder of TSV files.
 
   Args:
     task_name: the task, e.g. `MRPC`, `MNLI`, `STS-B`, `AX` (see `glue_task`).
@@ -111,8 +110,12 @@ class GlueProcessor(classifier_data.DataProcessor):
 
   Example:
 
-  >>> processor = GlueProcessor("SST-2", "glue_data/SST-2")  # doctest: +SKIP
-  >>> processor.get_dev_examples()[0]  # doctest: +SKIP
+  >>> import os
+  >>> os.makedirs("glue_data/SST-2")
+  >>> with open("glue_data/SST-2/dev.tsv", "w") as f:
+  ...   _ = f.write("sentence\tlabel\nit 's a charming and often affecting journey . \t1\n")
+  >>> processor = GlueProcessor("SST-2", "glue_data/SST-2")
+  >>> processor.get_dev_examples()[0]
   InputExample(guid='dev-0', text_a="it 's a charming and often affecting journey . ", text_b=None,
   label='1')
   """

@@ -22,7 +22,6 @@ Example:
 
 import dataclasses
 import json
-import os
 
 from absl import logging
 import tensorflow as tf

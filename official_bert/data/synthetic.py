@@ -59,7 +59,8 @@ _CLASSIFIER_FRAMES = (
 
 
 def _fill(frame, rng, sentiment, name, town, held_out=0):
-  words = {kind: options[:len(options) - held_out] for kind, options in _OPINIONS[sentiment].items()}
+  words = {kind: options[:len(options) - held_out]
+           for kind, options in _OPINIONS[sentiment].items()}
   dish, dish2 = rng.sample(_DISHES, 2)
   return frame.format(dish=dish, dish2=dish2, name=name, town=town, staff=rng.choice(_STAFF),
                       food=rng.choice(words["food"]), staff_word=rng.choice(words["staff"]),

@@ -7,10 +7,8 @@ label ids, and checks that the dataset's label names are the expected ones befor
 """
 
 import dataclasses
-from typing import Optional
 
-from official_bert.data import classifier_data
-from official_bert.data import glue
+from official_bert.data import classifier_data, glue
 
 # Split names of this package -> TFDS split names, where they differ.
 _SPLIT_NAMES = {"dev": "validation", "dev_matched": "validation_matched",
@@ -23,7 +21,7 @@ class _TfdsTask:
   """A `glue/<config>` dataset: its GLUE task, text features and TFDS label names in id order."""
   task: str
   text_a: str
-  text_b: Optional[str]
+  text_b: str | None
   tfds_labels: tuple = ()
   splits: tuple = ("train", "dev", "test")
 
@@ -74,8 +72,8 @@ class TfdsProcessor(classifier_data.DataProcessor):
 
   Example:
 
-  >>> processor = TfdsProcessor("glue/mrpc")  # doctest: +SKIP
-  >>> processor.get_labels()  # doctest: +SKIP
+  >>> processor = TfdsProcessor("glue/mrpc")
+  >>> processor.get_labels()
   ['0', '1']
   """
 

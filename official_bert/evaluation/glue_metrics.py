@@ -166,8 +166,9 @@ def glue_metrics(task_name, labels, predictions):
 
   Example:
 
-  >>> glue_metrics("MRPC", [1, 0, 1, 1], [1, 0, 0, 1])
-  {'f1': 0.8, 'accuracy': 0.75}
+  >>> metrics = glue_metrics("MRPC", [1, 0, 1, 1], [1, 0, 0, 1])
+  >>> sorted(metrics), round(metrics["f1"], 4), round(metrics["accuracy"], 4)
+  (['accuracy', 'f1'], 0.8, 0.75)
   """
   key = task_name.lower().replace("-", "").replace("_", "")
   if key in ("mnlimm", "mnlimatched", "mnlimismatched"):

@@ -85,8 +85,8 @@ class NerReport:
 
 
 def _format_row(prefix, scores):
-  return (prefix + "precision: %6.2f%%; recall: %6.2f%%; FB1: %6.2f"
-          % (100 * scores.precision, 100 * scores.recall, 100 * scores.f1))
+  return (f"{prefix}precision: {100 * scores.precision:6.2f}%; "
+          f"recall: {100 * scores.recall:6.2f}%; FB1: {100 * scores.f1:6.2f}")
 
 
 def _split_tag(tag, position):

@@ -7,11 +7,23 @@ function also takes an in-memory model directly. The signatures of every kind ar
 `official_bert/export/saved_model.py`.
 """
 
-from official_bert.export.model_dir import (TASK_FILE, TASKS, WEIGHTS_FILE, TaskInfo,
-                                            load_task_model, save_task_model)
-from official_bert.export.saved_model import (export_classifier, export_encoder, export_model_dir,
-                                              export_multiple_choice, export_span_labeler,
-                                              export_task_model, export_token_classifier)
+from official_bert.export.model_dir import (
+  TASK_FILE,
+  TASKS,
+  WEIGHTS_FILE,
+  TaskInfo,
+  load_task_model,
+  save_task_model,
+)
+from official_bert.export.saved_model import (
+  export_classifier,
+  export_encoder,
+  export_model_dir,
+  export_multiple_choice,
+  export_span_labeler,
+  export_task_model,
+  export_token_classifier,
+)
 
 __all__ = [
     "TASKS", "TASK_FILE", "WEIGHTS_FILE", "TaskInfo", "export_classifier", "export_encoder",

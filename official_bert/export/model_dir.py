@@ -27,8 +27,12 @@ from absl import logging
 
 from official_bert import checkpoints
 from official_bert.configs import BertConfig
-from official_bert.models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
-                                  BertTokenClassifier)
+from official_bert.models import (
+  BertClassifier,
+  BertMultipleChoice,
+  BertSpanLabeler,
+  BertTokenClassifier,
+)
 from official_bert.networks import BertEncoder
 from official_bert.tokenization import load_vocab
 

@@ -50,8 +50,7 @@ import tensorflow as tf
 
 from official_bert import tokenization
 from official_bert.export import archive as archive_lib
-from official_bert.export import signatures
-from official_bert.export import span_answers
+from official_bert.export import signatures, span_answers
 from official_bert.export.model_dir import load_task_model
 from official_bert.networks import BertEncoder
 

@@ -68,7 +68,7 @@ class Dropout(keras.layers.Dropout):
   """`keras.layers.Dropout` with masks from a keyed hash of each element's position.
 
   Keras draws masks with TensorFlow's stateless generators, which XLA runs as a separate
-  program writing a buffer of random words that the dropout then reads: 10-15% of a BERT
+  program writing a buffer of random words that the dropout then reads: a large share of a BERT
   training step on CPU, whose attention dropout alone covers `batch * heads * seq^2` elements
   per layer. Here each element's 32-bit word is two rounds of MurmurHash3's finalizer over its
   position and a key from the seed (`random_words`), a dozen integer operations that XLA fuses

@@ -1,8 +1,8 @@
 """The masked-LM head: predicts the original token at each masked position."""
 
 import keras
-import tensorflow as tf
 from keras import ops
+import tensorflow as tf
 
 from official_bert.layers.activations import get_activation
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON

@@ -23,8 +23,8 @@ the original on real text. The remaining differences come from Unicode versions,
 Tests check the first list exactly, over every code point that Python assigns.
 """
 
-import numpy as np
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 

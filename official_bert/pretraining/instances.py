@@ -253,7 +253,8 @@ def _pair_spans(documents, options, rng):
   """
   uniform = rng.random
   # A uniform integer in [low, high], like `random.randint` but without its overhead.
-  randint = lambda low, high: low + int(uniform() * (high - low + 1))
+  def randint(low, high):
+    return low + int(uniform() * (high - low + 1))
   splits = documents.sentence_splits.tolist()
   doc_splits = documents.document_splits.tolist()
   num_docs = len(doc_splits) - 1
@@ -294,7 +295,8 @@ def _pair_spans(documents, options, rng):
           is_random_next.append(0)
         chunk_start = i + 1
       i += 1
-  as_array = lambda values: np.array(values, dtype=np.int64)
+  def as_array(values):
+    return np.array(values, dtype=np.int64)
   return (as_array(a_lo), as_array(a_hi), as_array(b_lo), as_array(b_hi),
           np.array(is_random_next, dtype=np.int32))
 

@@ -25,8 +25,7 @@ import time
 from absl import logging
 
 from official_bert import file_io
-from official_bert.pretraining import corpus
-from official_bert.pretraining import workers
+from official_bert.pretraining import corpus, workers
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats
 
@@ -65,10 +64,11 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
     FileNotFoundError: an input pattern matches nothing, or the vocabulary is missing.
     ValueError: the vocabulary lacks special tokens, or the input holds no text.
 
-  Example:
-    >>> stats = create_pretraining_data(  # doctest: +SKIP
-    ...     "corpus/*.txt", "out/train.tfrecord", "vocab.txt",
-    ...     options=InstanceOptions(dupe_factor=5))
+  Example, over a folder of text files:
+
+      stats = create_pretraining_data(
+          "corpus/*.txt", "out/train.tfrecord", "vocab.txt",
+          options=InstanceOptions(dupe_factor=5))
   """
   start = time.monotonic()
   if shard_bytes < 1:

@@ -62,10 +62,10 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
   Returns:
     A `tf.data.Dataset` of `(features, labels)` dicts (see the module docstring).
 
-  Example:
-    >>> ds = pretraining_dataset("out/*.tfrecord", 128, 20, batch_size=32,  # doctest: +SKIP
-    ...                          is_training=True)
-    >>> features, labels = next(iter(ds))  # doctest: +SKIP
+  Example, over the files `create_pretraining_data` wrote:
+
+      ds = pretraining_dataset("out/*.tfrecord", 128, 20, batch_size=32, is_training=True)
+      features, labels = next(iter(ds))
   """
   files = file_io.expand_globs(file_patterns, what="pre-training data")
   _check_lengths(files[0], seq_length, max_predictions_per_seq)
@@ -98,7 +98,8 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
 
 def _to_model_inputs(example):
   """Renames the original features to the model's inputs and labels, as int32 / float32."""
-  to_int = lambda name: tf.cast(example[name], tf.int32)
+  def to_int(name):
+    return tf.cast(example[name], tf.int32)
   features = {
       "input_word_ids": to_int("input_ids"),
       "input_mask": to_int("input_mask"),

@@ -10,8 +10,8 @@ and exports `output_dir/pretrained/`, the folder that the fine-tuning scripts ta
 
 import os
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert import file_io
 from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_weights

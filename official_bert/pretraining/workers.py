@@ -115,8 +115,9 @@ class ShardRunner:
           return
         dead = [w for w in self._workers if w.exitcode is not None]
         if dead:
-          raise RuntimeError(f"a pre-training data worker died (exit code {dead[0].exitcode}); "
-                             "out of memory? Try fewer --num_workers or a smaller shard size.")
+          raise RuntimeError(
+              f"a pre-training data worker died (exit code {dead[0].exitcode}); out of "
+              "memory? Try fewer --num_workers or a smaller shard size.") from None
         continue
       if kind == "error":
         raise RuntimeError(f"a pre-training data worker failed:\n{payload}")

@@ -24,8 +24,12 @@ import tensorflow as tf
 
 from official_bert.preprocessing import tokenizer_layer
 from official_bert.pretraining import corpus
-from official_bert.pretraining.instances import (FEATURE_NAMES, VocabInfo, iterate_passes,
-                                                 shuffled_order)
+from official_bert.pretraining.instances import (
+  FEATURE_NAMES,
+  VocabInfo,
+  iterate_passes,
+  shuffled_order,
+)
 from official_bert.pretraining.stats import PretrainingStats
 
 # Sentences tokenized at once; bounds the memory of the tokenizer's intermediate tensors.

@@ -124,7 +124,7 @@ class Task(abc.ABC):
     if self.do_lower_case is not None:
       tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
     if self.vocab_file:
-      self.tokenizer  # pylint: disable=pointless-statement  (loads and checks the vocabulary)
+      _ = self.tokenizer  # loads and checks the vocabulary now, not after training
 
   def needs_one_machine(self, modes):
     """Whether the run must stay on one machine: scoring and writing predictions gather every

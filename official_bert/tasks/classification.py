@@ -27,9 +27,9 @@ Loss: softmax cross-entropy (mean squared error for regression) averaged over th
 import dataclasses
 import os
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from official_bert import file_io
 from official_bert.data import classifier_data, classifier_features

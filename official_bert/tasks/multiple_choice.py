@@ -18,9 +18,9 @@ cross-entropy over a question's choices.
 import json
 import os
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from official_bert import tokenization
 from official_bert.configs import BertConfig

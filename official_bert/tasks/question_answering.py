@@ -25,8 +25,8 @@ import json
 import os
 import random
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert import tokenization
 from official_bert.configs import BertConfig

@@ -25,10 +25,9 @@ Tasks that score whole sets from predictions (F1 over spans, correlations) call 
 
 import dataclasses
 import os
-from typing import Optional
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert import export, file_io, tokenization
 from official_bert.training import distribution, progress
@@ -62,14 +61,14 @@ class RunConfig:
   """
 
   output_dir: str
-  init_checkpoint: Optional[str] = None
+  init_checkpoint: str | None = None
   train_batch_size: int = 32
   eval_batch_size: int = 8
   predict_batch_size: int = 8
   learning_rate: float = 5e-5
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
-  export_dir: Optional[str] = None
+  export_dir: str | None = None
   engine: EngineConfig = EngineConfig()
 
   def __post_init__(self):

@@ -22,8 +22,8 @@ longer than `max_seq_length` pieces are split between words and joined back.
 
 import os
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert import tokenization
 from official_bert.configs import BertConfig

@@ -2,8 +2,8 @@
 
 import os
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 from official_bert.training import distribution
 

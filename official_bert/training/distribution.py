@@ -11,8 +11,8 @@ examples.
 import json
 import os
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 

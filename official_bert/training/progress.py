@@ -3,8 +3,8 @@
 import math
 import time
 
-import tensorflow as tf
 from absl import logging
+import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 # What TensorBoard's scalar dashboard looks for; written with TensorFlow's own `tf.summary.write`

@@ -29,9 +29,9 @@ A non-finite loss stops training with `NonFiniteLossError`; the state is not sav
 
 import os
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from official_bert.training import checkpointing, distribution, optimization, progress
 from official_bert.training.config import EngineConfig
