@@ -30,8 +30,9 @@ from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats
 
 DEFAULT_SHARD_BYTES = 1 << 20
-# A worker process costs 2-3 s of CPU to start (importing TensorFlow, building the tokenizer),
-# about the time to process this much text (times dupe_factor) in a running process.
+# A worker process costs seconds of CPU to start (importing TensorFlow, building the tokenizer),
+# about the time a running process takes for this much text (times dupe_factor): smaller inputs
+# are not worth another worker.
 BYTES_PER_WORKER = 32 << 20
 
 
