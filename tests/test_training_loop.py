@@ -121,7 +121,7 @@ def float32_policy():
 
 def overfit(tmp_path, files, vocab_size, steps):
   trainer = make_trainer(tmp_path / "run", tiny_config(vocab_size, hidden=64),
-                         engine(steps_per_loop=steps, log_steps=steps), learning_rate=3e-3,
+                         engine(steps_per_loop=steps, log_steps=steps), learning_rate=1e-3,
                          num_steps=steps, warmup=10)
   before = trainer.evaluate(dataset_fn(files, 64, is_training=False))
   trainer.train(dataset_fn(files, 32), steps)

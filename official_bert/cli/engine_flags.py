@@ -45,7 +45,9 @@ def define_engine_flags(flag_values=FLAGS):
   flags.DEFINE_integer("log_steps", _DEFAULTS.log_steps,
                        "Steps between progress lines and TensorBoard points.", **into)
   flags.DEFINE_enum("optimizer_type", _DEFAULTS.optimizer_type, optimization.OPTIMIZERS,
-                    "adamw (the original) or lamb.", **into)
+                    "adamw: the original's Adam with decoupled weight decay and no bias "
+                    "correction; adamw_bias_corrected: Keras' AdamW (with the Adam paper's bias "
+                    "correction); lamb: for large batches.", **into)
   flags.DEFINE_float("weight_decay", _DEFAULTS.weight_decay,
                      "Decoupled weight decay; layer norms and biases are exempt.", **into)
   flags.DEFINE_float("clip_norm", _DEFAULTS.clip_norm,

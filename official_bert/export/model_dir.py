@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Optional, Tuple
 
 from absl import logging
 
@@ -71,11 +70,11 @@ class TaskInfo:
   task: str
   config: BertConfig
   vocab_file: str
-  do_lower_case: Optional[bool] = None
-  max_seq_length: Optional[int] = None
-  num_classes: Optional[int] = None
-  labels: Optional[Tuple[str, ...]] = None
-  num_choices: Optional[int] = None
+  do_lower_case: bool | None = None
+  max_seq_length: int | None = None
+  num_classes: int | None = None
+  labels: tuple[str, ...] | None = None
+  num_choices: int | None = None
   extra: dict = dataclasses.field(default_factory=dict)
 
   def to_json_dict(self):

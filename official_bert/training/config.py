@@ -44,7 +44,8 @@ class EngineConfig:
     log_steps: steps between progress lines and TensorBoard points.
     save_checkpoints_steps: steps between checkpoints.
     keep_checkpoint_max: checkpoints kept (the newest).
-    optimizer_type: `adamw` or `lamb`.
+    optimizer_type: `adamw` (the original's, no bias correction), `adamw_bias_corrected`
+      (Keras' AdamW) or `lamb` (see `optimization.create_optimizer`).
     weight_decay: decoupled weight decay rate (layer norms and biases exempt).
     clip_norm: clip the gradients to this global norm; None for no clipping.
     deterministic: make every op deterministic and seed Python, NumPy, TensorFlow and Keras

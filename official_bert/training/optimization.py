@@ -6,14 +6,18 @@ zero over `num_warmup_steps` and then falling linearly to zero at `num_train_ste
 clipped to global norm 1.0 (the clipping is the training loop's job, after the gradients of all
 replicas are summed; see `official_bert.training.trainer`).
 
-Two differences from the TF1 code, both from using Keras' optimizers: Keras' Adam applies the
-bias correction of the Adam paper (the original left it out, which matters only in the first few
-hundred steps and is hidden by the warmup), and Keras' LAMB applies the weight decay outside the
-trust ratio and adapts every variable, layer norms and biases included.
+`adamw` is the original's update (`adam_weight_decay.AdamWeightDecay`: no bias correction), so
+the published recipes (learning rates 2e-5 to 5e-5, 3 epochs) mean what they meant there;
+`adamw_bias_corrected` is Keras' AdamW, whose bias correction makes the first few hundred steps
+several times larger. Keras' LAMB applies the weight decay outside the trust ratio and adapts every
+variable, layer norms and biases included.
 """
 
+from absl import logging
 import keras
 from keras import ops
+
+from official_bert.training.adam_weight_decay import AdamWeightDecay
 
 # Variables that get no weight decay, matched against Keras' short variable names: `gamma` and
 # `beta` are every layer norm's scale and offset, `bias` matches every dense layer's bias and the
@@ -21,7 +25,7 @@ from keras import ops
 # its TF1 variable paths; these are the same variables in this package's layers.)
 NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
 
-OPTIMIZERS = ("adamw", "lamb")
+OPTIMIZERS = ("adamw", "adamw_bias_corrected", "lamb")
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -31,7 +35,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
   As in the original BERT: for `step < num_warmup_steps` the rate is
   `learning_rate * step / num_warmup_steps`; after it, the polynomial (power 1) decay
   `learning_rate * (1 - min(step, num_train_steps) / num_train_steps)`, so the decay is measured
-  from step 0, not from the end of the warmup.
+  from step 0, not from the end of the warmup. A warmup longer than the training (the original
+  `run_pretraining.py --num_train_steps=5000` keeps its default 10,000 warmup steps) trains on the
+  warmup's rising rate throughout, as the original did.
 
   Args:
     learning_rate: the peak learning rate.
@@ -48,9 +54,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
   def __init__(self, learning_rate, num_train_steps, num_warmup_steps=0):
     if num_train_steps <= 0:
       raise ValueError(f"num_train_steps must be positive, got {num_train_steps}.")
-    if not 0 <= num_warmup_steps <= num_train_steps:
-      raise ValueError(f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], "
-                       f"got {num_warmup_steps}.")
+    if num_warmup_steps < 0:
+      raise ValueError(f"num_warmup_steps must not be negative, got {num_warmup_steps}.")
     self.learning_rate = float(learning_rate)
     self.num_train_steps = int(num_train_steps)
     self.num_warmup_steps = int(num_warmup_steps)
@@ -77,7 +82,8 @@ def create_optimizer(optimizer_type, learning_rate, num_train_steps, num_warmup_
   `Trainer` clips the summed gradients of all replicas (Keras would clip each replica's own).
 
   Args:
-    optimizer_type: `adamw` (the original) or `lamb` (You et al., 2019, for large batches).
+    optimizer_type: `adamw` (the original's: no bias correction), `adamw_bias_corrected`
+      (Keras' AdamW) or `lamb` (You et al., 2019, for large batches).
     learning_rate: peak learning rate.
     num_train_steps: total optimizer steps; the rate reaches zero there.
     num_warmup_steps: steps of linear warmup.
@@ -96,11 +102,17 @@ def create_optimizer(optimizer_type, learning_rate, num_train_steps, num_warmup_
 
   >>> optimizer = create_optimizer("adamw", 5e-5, num_train_steps=1000, num_warmup_steps=100)
   >>> type(optimizer).__name__, optimizer.weight_decay
-  ('AdamW', 0.01)
+  ('AdamWeightDecay', 0.01)
   """
+  if num_warmup_steps > num_train_steps:
+    logging.warning("num_warmup_steps=%d is more than num_train_steps=%d: the learning rate "
+                    "rises throughout training and reaches %.3g of its peak, as in the original.",
+                    num_warmup_steps, num_train_steps, num_train_steps / num_warmup_steps)
   schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
   kwargs = dict(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
   if optimizer_type == "adamw":
+    optimizer = AdamWeightDecay(weight_decay=weight_decay or None, **kwargs)
+  elif optimizer_type == "adamw_bias_corrected":
     optimizer = (keras.optimizers.AdamW(weight_decay=weight_decay, **kwargs) if weight_decay
                  else keras.optimizers.Adam(**kwargs))
   elif optimizer_type == "lamb":
