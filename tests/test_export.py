@@ -22,9 +22,10 @@ from conftest import SHARED_DATA, shared_data
 from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
                            BertSpanLabeler, BertTokenClassifier, export_pretrained_dir)
 from official_bert import tokenization
+from official_bert.checkpoints import save_model_dir
 from official_bert.data import classifier_data, classifier_features, conll, squad, swag
 from official_bert.export import (export_classifier, export_model_dir, export_multiple_choice,
-                                  export_span_labeler, export_token_classifier, save_task_model)
+                                  export_span_labeler, export_token_classifier)
 
 SMALL_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
@@ -189,8 +190,8 @@ class _Exports:
     """Through the fine-tuned folder and the `export_saved_model.py` script, in a subprocess."""
     model = BertClassifier(BertConfig(vocab_size=len(SMALL_VOCAB), **TINY), num_classes=1)
     model_dir = self.root / "stsb_output"
-    save_task_model(model, model_dir, task="regression", vocab_file=self.small_vocab,
-                    do_lower_case=True, max_seq_length=24, extra={"sentence_pair": True})
+    save_model_dir(model, model_dir, vocab_file=self.small_vocab, do_lower_case=True,
+                   max_seq_length=24, is_regression=True, extra={"sentence_pair": True})
     directory = self._dir("pair_regression", str(model_dir / "vocab.txt"))
     self.script = subprocess.Popen(
         [sys.executable, str(SCRIPT), f"--model_dir={model_dir}", f"--export_dir={directory}"],

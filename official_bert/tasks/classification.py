@@ -319,9 +319,9 @@ def run_classifier(*, bert_config_file, vocab_file, config, task_name=None, data
       files += _write_predictions(output_dir, split, examples, logits, label_list, is_regression)
   if do_train or config.export_dir:
     files.append(runner.save(
-        task="regression" if is_regression else "classification", vocab_file=vocab_file,
-        do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-        labels=None if is_regression else label_list, extra={"sentence_pair": read.sentence_pair}))
+        vocab_file=vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+        labels=None if is_regression else label_list, is_regression=is_regression,
+        extra={"sentence_pair": read.sentence_pair}))
   logging.info("***** Summary *****  %s, step %d; %s; wrote %s",
                glue_name or tfds_name or "custom data", runner.global_step, "; ".join(read.summary),
                ", ".join(files))

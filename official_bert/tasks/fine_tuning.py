@@ -29,7 +29,7 @@ version):
     results = runner.evaluate(eval_input_fn)      # {"eval_loss": ..., "global_step": ...}
     runner.write_eval_results(results)            # /tmp/out/eval_results.txt
     logits = runner.predict(test_input_fn)["logits"]
-    runner.save(task="classification", vocab_file="vocab.txt", do_lower_case=True,
+    runner.save(vocab_file="vocab.txt", do_lower_case=True,
                 max_seq_length=128)                 # the model folder; a SavedModel with export_dir
 
 Tasks that score whole sets from predictions (F1 over spans, correlations) call `predict` with
@@ -44,7 +44,7 @@ import tensorflow as tf
 from absl import logging
 
 from official_bert import export, tokenization
-from official_bert.checkpoints import restore_encoder_weights
+from official_bert.checkpoints import restore_encoder_weights, save_model_dir
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -332,19 +332,20 @@ class FineTuningRunner:
       write_eval_results(path, results)
     return path
 
-  def save(self, *, task, vocab_file, do_lower_case, max_seq_length, labels=None, extra=None):
+  def save(self, *, vocab_file, do_lower_case, max_seq_length, labels=None, is_regression=False,
+           extra=None):
     """Saves the fine-tuned model folder in `output_dir` and exports it to `export_dir` if set.
 
-    Only the chief writes. See `official_bert.export.save_task_model` for the folder's files
-    and `official_bert.export.export_model_dir` for the SavedModel.
+    Only the chief writes. The folder's kind is the model's: see
+    `official_bert.checkpoints.save_model_dir` for its files, and
+    `official_bert.export.export_model_dir` for the SavedModel.
 
     Args:
-      task: the `official_bert.export.TASKS` entry: `classification`, `regression`, `span`,
-        `multiple_choice` or `token_classification`.
       vocab_file: the vocabulary the model was trained with (copied in).
       do_lower_case: whether the text was lower-cased.
       max_seq_length: the sequence length of training.
       labels: optional label names in class-id order.
+      is_regression: the model is a one-output classifier that scores a number.
       extra: optional task settings for the export (e.g. `{"sentence_pair": True}`).
 
     Returns:
@@ -354,9 +355,9 @@ class FineTuningRunner:
     output_dir = self.config.output_dir
     if not self.is_chief:
       return output_dir
-    export.save_task_model(self.model, output_dir, task=task, vocab_file=vocab_file,
-                           do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                           labels=labels, extra=extra)
+    save_model_dir(self.model, output_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
+                   max_seq_length=max_seq_length, labels=labels, is_regression=is_regression,
+                   extra=extra)
     if not self.config.export_dir:
       return output_dir
     return export.export_model_dir(output_dir, self.config.export_dir, overwrite=True)
