@@ -4,6 +4,10 @@ import dataclasses
 import json
 import os
 
+import tensorflow as tf
+
+from official_bert import file_io
+
 # Real configuration files carry keys of their own (`directionality`, `pooler_*`, `layer_norm_eps`,
 # `model_type`, ...). They are accepted and ignored; only these fields shape the network.
 _INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -110,8 +114,8 @@ class BertConfig:
     """
     path = os.fspath(path)
     try:
-      with open(path, encoding="utf-8") as f:
-        values = json.load(f)
+      with tf.io.gfile.GFile(path) as f:
+        values = json.loads(f.read())
     except json.JSONDecodeError as error:
       raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
                        f"{error.msg}.") from None
@@ -122,12 +126,7 @@ class BertConfig:
 
   def to_json_file(self, path):
     """Writes the config as `bert_config.json` (atomically: a reader never sees half a file)."""
-    path = os.fspath(path)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as f:
-      json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-      f.write("\n")
-    os.replace(temporary, path)
+    file_io.write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def _small_bert(layers, hidden):

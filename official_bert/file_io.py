@@ -1,7 +1,7 @@
-"""Files through TensorFlow's file systems: atomic writes and glob expansion.
+"""Files through TensorFlow's file systems: atomic writes, whole folders and glob expansion.
 
 Every path the package reads or writes may be local or any scheme TensorFlow knows (`gs://`,
-`file://`, `ram://`, ...), so both helpers go through `tf.io.gfile`.
+`file://`, `ram://`, ...), so the helpers go through `tf.io.gfile`.
 
 Example:
 
@@ -9,6 +9,9 @@ Example:
 ...   _ = f.write("written whole or not at all\\n")
 >>> expand_globs("ram://file_io_example/*.txt")
 ['ram://file_io_example/notes.txt']
+>>> write_folder("ram://file_io_example/model",
+...              lambda staging: write_text(f"{staging}/manifest.json", "{}\\n"), "manifest.json")
+['manifest.json']
 """
 
 import contextlib
@@ -54,6 +57,40 @@ def write_text(path, text):
   """Writes `text` to `path` atomically (see `atomic_write`)."""
   with atomic_write(path) as f:
     f.write(text)
+
+
+def write_folder(folder, fill, last):
+  """Writes a set of files into `folder` so that a reader sees the file `last` only beside them all.
+
+  `fill(staging)` writes the files into an empty staging folder inside `folder`; once it returns,
+  an earlier `last` is removed from `folder`, the staged files are moved in, and `last` comes last.
+  An interruption while filling leaves `folder` as it was; other files in `folder` are left alone.
+
+  Args:
+    folder: the folder; created if needed.
+    fill: a function of the staging folder's path that writes plain files into it.
+    last: the name of the file that marks the set complete (a manifest, a checkpoint index).
+
+  Returns:
+    The names of the files moved in, `last` at the end.
+  """
+  folder = os.fspath(folder)
+  tf.io.gfile.makedirs(folder)
+  staging = temporary_name(os.path.join(folder, ".staging"))
+  tf.io.gfile.makedirs(staging)
+  try:
+    fill(staging)
+    names = sorted(tf.io.gfile.listdir(staging), key=lambda name: name == last)
+    if last not in names:
+      raise FileNotFoundError(f"Writing {folder}: {last} was not written.")
+    if tf.io.gfile.exists(os.path.join(folder, last)):
+      tf.io.gfile.remove(os.path.join(folder, last))
+    for name in names:
+      tf.io.gfile.rename(os.path.join(staging, name), os.path.join(folder, name), overwrite=True)
+  finally:
+    if tf.io.gfile.exists(staging):
+      tf.io.gfile.rmtree(staging)
+  return names
 
 
 def expand_globs(patterns, what="input file"):

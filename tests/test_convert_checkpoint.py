@@ -1,4 +1,4 @@
-"""Tests for the converted-folder layout, its loaders and the `convert_checkpoint` script."""
+"""Tests for the converter: model folders from checkpoints, the loaders, `convert_checkpoint`."""
 
 import math
 import subprocess
@@ -51,7 +51,8 @@ def test_tf1_to_keras_folder_and_back(source, tmp_path):
   output = run_script("--input_format=tf1", f"--input={folder / 'bert_model.ckpt'}",
                       f"--output_dir={tmp_path / 'out'}")
   assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-      "bert_config.json", "encoder.weights.h5", "pretrainer.weights.h5", "vocab.txt"]
+      "bert_config.json", "model.json", "model.weights.h5", "vocab.txt"]
+  assert checkpoints.read_model_info(output).kind == "pretrainer"
   assert BertConfig.from_json_file(tmp_path / "out" / "bert_config.json") == CONFIG
   assert (tmp_path / "out" / "vocab.txt").read_text() == (folder / "vocab.txt").read_text()
   assert_same_weights(checkpoints.load_encoder(output), model.encoder)
@@ -86,7 +87,7 @@ def test_export_and_restore_into_a_task_model(source, tmp_path):
   checkpoints.export_pretrained_dir(model, CONFIG.to_dict(), tmp_path / "pretrained", tf1=True)
   assert sorted(p.name for p in (tmp_path / "pretrained").iterdir()) == [
       "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
-      "encoder.weights.h5", "pretrainer.weights.h5"]
+      "model.json", "model.weights.h5"]
   for path in (tmp_path / "pretrained", tmp_path / "pretrained" / "bert_model.ckpt"):
     classifier = BertClassifier(CONFIG, num_classes=3)
     checkpoints.restore_encoder_weights(classifier, path)
@@ -102,9 +103,11 @@ def test_encoder_export_replaces_an_earlier_pretrainer(source, tmp_path):
   checkpoints.export_pretrained_dir(model, CONFIG, tmp_path)
   encoder = BertEncoder(CONFIG)
   checkpoints.export_pretrained_dir(encoder, CONFIG, tmp_path)
-  assert sorted(p.name for p in tmp_path.iterdir()) == ["bert_config.json", "encoder.weights.h5"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["bert_config.json", "model.json",
+                                                        "model.weights.h5"]
+  assert checkpoints.read_model_info(tmp_path).kind == "encoder"
   assert_same_weights(checkpoints.load_encoder(tmp_path), encoder)
-  with pytest.raises(FileNotFoundError, match="has no pretrainer.weights.h5"):
+  with pytest.raises(FileNotFoundError, match="kind 'encoder', without the pre-training heads"):
     checkpoints.load_pretrainer(tmp_path)
   with pytest.raises(ValueError, match="config passed to export_pretrained_dir describes"):
     checkpoints.export_pretrained_dir(encoder, BertConfig(vocab_size=13), tmp_path)
@@ -177,7 +180,7 @@ def test_minilm_converted_by_the_script_matches_reference_and_published_similari
   tokenization = pytest.importorskip("official_bert.tokenization")
   folder = minilm_model_dir()
   output = run_script("--input_format=hf", f"--input={folder}", f"--output_dir={tmp_path}")
-  assert not (tmp_path / "pretrainer.weights.h5").exists()
+  assert checkpoints.read_model_info(tmp_path).kind == "encoder"
   encoder = checkpoints.load_encoder(output)
   tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
   sentences = ["A man is eating food.", "A man is eating a piece of bread.",

@@ -29,6 +29,7 @@ from official_bert import (
   export_pretrained_dir,
   tokenization,
 )
+from official_bert.checkpoints import save_model_dir
 from official_bert.data import classifier_data, classifier_features, conll, squad, swag
 from official_bert.export import (
   export_classifier,
@@ -36,7 +37,6 @@ from official_bert.export import (
   export_multiple_choice,
   export_span_labeler,
   export_token_classifier,
-  save_task_model,
 )
 
 SMALL_VOCAB = [
@@ -202,8 +202,8 @@ class _Exports:
     """Through the fine-tuned folder and the `export_saved_model.py` script, in a subprocess."""
     model = BertClassifier(BertConfig(vocab_size=len(SMALL_VOCAB), **TINY), num_classes=1)
     model_dir = self.root / "stsb_output"
-    save_task_model(model, model_dir, task="regression", vocab_file=self.small_vocab,
-                    do_lower_case=True, max_seq_length=24, extra={"sentence_pair": True})
+    save_model_dir(model, model_dir, vocab_file=self.small_vocab, do_lower_case=True,
+                   max_seq_length=24, is_regression=True, extra={"sentence_pair": True})
     directory = self._dir("pair_regression", str(model_dir / "vocab.txt"))
     self.script = subprocess.Popen(
         [sys.executable, str(SCRIPT), f"--model_dir={model_dir}", f"--export_dir={directory}"],

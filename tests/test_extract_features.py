@@ -22,7 +22,7 @@ LINES = ["The cat sat on the mat.", "A dog ran far away ||| the cat sat", "", "z
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-  """A converted folder (weights, config, vocab) of a tiny random encoder."""
+  """A model folder (weights, config, vocab, manifest) of a tiny random encoder."""
   folder = tmp_path_factory.mktemp("tiny_bert")
   vocab_file = folder / "vocab_source.txt"
   vocab_file.write_text("\n".join(VOCAB) + "\n")

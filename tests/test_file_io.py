@@ -49,3 +49,25 @@ def test_expand_globs_names_the_pattern_that_matched_nothing(tmp_path):
     file_io.expand_globs(f"{tmp_path}/a.txt,{tmp_path}/missing*", what="vocab source")
   with pytest.raises(FileNotFoundError, match="No input file given"):
     file_io.expand_globs(" , ")
+
+
+def test_write_folder_moves_the_marker_last_and_keeps_the_old_set_on_failure():
+  folder = "ram://test_file_io/folder"
+
+  def fill(text, fail=False):
+    def write(staging):
+      file_io.write_text(f"{staging}/data.txt", text)
+      if fail:
+        raise RuntimeError("interrupted")
+      file_io.write_text(f"{staging}/manifest.json", text)
+    return write
+
+  assert file_io.write_folder(folder, fill("one"), "manifest.json") == ["data.txt",
+                                                                        "manifest.json"]
+  with pytest.raises(RuntimeError, match="interrupted"):
+    file_io.write_folder(folder, fill("two", fail=True), "manifest.json")
+  assert sorted(tf.io.gfile.listdir(folder)) == ["data.txt", "manifest.json"]
+  with tf.io.gfile.GFile(f"{folder}/data.txt") as f:
+    assert f.read() == "one"
+  with pytest.raises(FileNotFoundError, match="missing.json was not written"):
+    file_io.write_folder(folder, fill("three"), "missing.json")

@@ -20,6 +20,7 @@ from official_bert import (
 from official_bert.layers import (
   BertEmbeddings,
   ClassificationHead,
+  Dropout,
   MaskedLMHead,
   SelfAttention,
   SpanHead,
@@ -28,6 +29,8 @@ from official_bert.layers import (
   get_activation,
 )
 from official_bert.models import pretraining_losses
+from official_bert.models.bert_multiple_choice import MergeChoices
+from official_bert.networks import encoder_inputs
 
 CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, max_position_embeddings=40)
@@ -188,20 +191,127 @@ def test_encoder_accepts_a_dtype_policy_argument():
   assert all(weight.dtype == "float32" for weight in encoder.weights)
 
 
-@pytest.mark.parametrize("layer", [
-    BertEmbeddings(60, 16, 20, 2, dropout_rate=0.1, name="e"),
-    SelfAttention(16, 4, dropout_rate=0.1),
-    TransformerBlock(16, 4, 32, activation="gelu_new", dropout_rate=0.1),
-    MaskedLMHead(60, 16, activation="relu"),
-    ClassificationHead(3, dropout_rate=0.2),
-    SpanHead(initializer_range=0.05),
-    TransposedDense(5, kernel_initializer="zeros"),
-], ids=lambda layer: type(layer).__name__)
-def test_layers_round_trip_through_their_config(layer):
+# Every layer and model class, built with a given dtype policy.
+SERIALISABLE = {
+    "BertEmbeddings": lambda dtype: BertEmbeddings(60, 16, 20, 2, dropout_rate=0.1, dtype=dtype,
+                                                   name="e"),
+    "SelfAttention": lambda dtype: SelfAttention(16, 4, dropout_rate=0.1, dtype=dtype),
+    "TransformerBlock": lambda dtype: TransformerBlock(16, 4, 32, activation="gelu_new",
+                                                       dropout_rate=0.1, dtype=dtype),
+    "MaskedLMHead": lambda dtype: MaskedLMHead(60, 16, activation="relu", dtype=dtype),
+    "ClassificationHead": lambda dtype: ClassificationHead(3, dropout_rate=0.2, dtype=dtype),
+    "SpanHead": lambda dtype: SpanHead(initializer_range=0.05, dtype=dtype),
+    "TransposedDense": lambda dtype: TransposedDense(5, kernel_initializer="zeros", dtype=dtype),
+    "Dropout": lambda dtype: Dropout(0.3, seed=4, dtype=dtype),
+    "MergeChoices": lambda dtype: MergeChoices(dtype=dtype),
+    "BertEncoder": lambda dtype: BertEncoder(CONFIG, dtype=dtype),
+    "BertPretrainer": lambda dtype: BertPretrainer(CONFIG, dtype=dtype),
+    "BertClassifier": lambda dtype: BertClassifier(CONFIG, num_classes=3, dtype=dtype),
+    "BertSpanLabeler": lambda dtype: BertSpanLabeler(CONFIG, dtype=dtype),
+    "BertMultipleChoice": lambda dtype: BertMultipleChoice(CONFIG, num_choices=2, dtype=dtype),
+    "BertTokenClassifier": lambda dtype: BertTokenClassifier(CONFIG, num_classes=5, dtype=dtype),
+}
+
+
+@pytest.mark.parametrize("dtype", ["mixed_bfloat16", keras.DTypePolicy("mixed_float16")],
+                         ids=["string", "policy"])
+@pytest.mark.parametrize("name", sorted(SERIALISABLE))
+def test_layers_and_models_round_trip_their_config_and_dtype_policy(name, dtype):
+  layer = SERIALISABLE[name](dtype)
+  policy = keras.dtype_policies.get(dtype).name
+  assert layer.dtype_policy.name == policy
+  config = layer.get_config()
   serialized = keras.saving.serialize_keras_object(layer)
-  restored = keras.saving.deserialize_keras_object(json.loads(json.dumps(serialized)))
-  assert type(restored) is type(layer)
-  assert restored.get_config() == layer.get_config()
+  for restored in (type(layer).from_config(config),
+                   keras.saving.deserialize_keras_object(json.loads(json.dumps(serialized)))):
+    assert type(restored) is type(layer)
+    assert restored.dtype_policy.name == policy
+    assert restored.get_config() == config
+
+
+def test_a_model_built_under_a_global_policy_keeps_it_when_rebuilt_under_another():
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy("mixed_bfloat16")
+  try:
+    config = BertClassifier(CONFIG, num_classes=2).get_config()
+  finally:
+    keras.config.set_dtype_policy(previous)
+  restored = BertClassifier.from_config(config)
+  assert restored.dtype_policy.name == "mixed_bfloat16"
+  assert restored.encoder.transformer_layers[0].compute_dtype == "bfloat16"
+
+
+def _as_json(config):
+  return json.loads(json.dumps(config))
+
+
+@keras.saving.register_keras_serializable(package="test_models")
+class TinyEncoder(keras.Model):
+  """An encoder network other than BertEncoder: embeddings and one dense layer."""
+
+  def __init__(self, vocab_size, width, **kwargs):
+    inputs = encoder_inputs()
+    words = keras.layers.Embedding(vocab_size, width)(inputs["input_word_ids"])
+    types = keras.layers.Embedding(2, width)(inputs["input_type_ids"])
+    mask = keras.ops.expand_dims(keras.ops.cast(inputs["input_mask"], "float32"), -1)
+    sequence = keras.layers.Dense(width, activation="tanh")(words + types) * mask
+    pooled = keras.layers.Dense(width, activation="tanh")(sequence[:, 0, :])
+    super().__init__(inputs=inputs,
+                     outputs={"sequence_output": sequence, "pooled_output": pooled}, **kwargs)
+    self.vocab_size, self.width = vocab_size, width
+
+  def get_config(self):
+    return {"vocab_size": self.vocab_size, "width": self.width, "name": self.name,
+            "trainable": self.trainable}
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)
+
+
+def test_classifier_around_a_custom_encoder_network_and_head_trains_and_round_trips():
+  model = BertClassifier(CONFIG, num_classes=3, encoder=TinyEncoder(CONFIG.vocab_size, 8),
+                         head=keras.layers.Dense(3, name="my_head"))
+  assert model.classifier.name == "my_head"
+  inputs = _inputs()
+  assert tuple(model(inputs)["logits"].shape) == (3, 3)
+  model.compile(optimizer="sgd",
+                loss={"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
+  before = [w.numpy().copy() for w in model.trainable_weights]
+  loss = model.train_on_batch(inputs, {"logits": np.array([0, 1, 2])})
+  assert np.isfinite(loss)
+  assert any(not np.allclose(a, b.numpy()) for a, b in zip(before, model.trainable_weights))
+
+  config = model.get_config()
+  assert config["encoder"]["class_name"].endswith("TinyEncoder")
+  assert config["head"]["config"]["units"] == 3
+  restored = keras.saving.deserialize_keras_object(
+      json.loads(json.dumps(keras.saving.serialize_keras_object(model))))
+  assert isinstance(restored.encoder, TinyEncoder) and restored.classifier.name == "my_head"
+  assert _as_json(restored.get_config()) == _as_json(config)  # tuples in build configs: lists
+  restored.set_weights(model.get_weights())
+  np.testing.assert_allclose(restored(inputs)["logits"], model(inputs)["logits"], atol=1e-6)
+
+
+def test_span_labeler_and_pretrainer_take_a_custom_encoder_network():
+  span = BertSpanLabeler(CONFIG, encoder=TinyEncoder(CONFIG.vocab_size, 8))
+  assert tuple(span(_inputs())["start_logits"].shape) == (3, 10)
+  pretrainer = BertPretrainer(BertConfig(**{**CONFIG.to_dict(), "hidden_size": 8,
+                                            "num_attention_heads": 2}),
+                              encoder=TinyEncoder(CONFIG.vocab_size, 8))
+  assert pretrainer.masked_lm.embedding is None
+  outputs = pretrainer(_pretrainer_inputs())
+  assert tuple(outputs["mlm_logits"].shape) == (3, 3, 60)
+
+
+def test_an_encoder_network_without_the_needed_output_is_refused():
+  inputs = encoder_inputs()
+  only_sequence = keras.Model(inputs, {"sequence_output": keras.layers.Embedding(60, 8)(
+      inputs["input_word_ids"])})
+  with pytest.raises(ValueError, match="must return a dict with pooled_output"):
+    BertClassifier(CONFIG, num_classes=2, encoder=only_sequence)
+  with pytest.raises(TypeError, match="encoder must be a Keras layer"):
+    BertClassifier(CONFIG, num_classes=2, encoder="bert")
 
 
 def test_gelu_variants_differ_and_match_their_formulas():

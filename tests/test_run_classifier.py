@@ -104,9 +104,9 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   assert submission[0] == ["index", "prediction"]
   assert [row[0] for row in submission[1:]] == [str(i) for i in range(50)]
   assert [row[1] for row in submission[1:]] == [str(i) for i in probabilities.argmax(axis=1)]
-  task = json.loads((output_dir / "task.json").read_text())
-  assert task["task"] == "classification" and task["labels"] == ["0", "1"]
-  assert task["extra"] == {"sentence_pair": False}
+  manifest = json.loads((output_dir / "model.json").read_text())
+  assert manifest["kind"] == "classifier" and manifest["labels"] == ["0", "1"]
+  assert manifest["extra"] == {"sentence_pair": False} and not manifest["is_regression"]
 
   # Running the same command again resumes at the final checkpoint: no more training.
   again = _run_classifier(config=_config(output_dir), do_train=True, **run)
@@ -187,8 +187,8 @@ def test_custom_csv_pair_task(tmp_path):
   predictions = _read_tsv(output_dir / "test_predictions.tsv")
   assert predictions[0] == ["index", "prediction"] and len(predictions) == 7
   assert {row[1] for row in predictions[1:]} <= {"other", "same"}
-  task = json.loads((output_dir / "task.json").read_text())
-  assert task["labels"] == ["other", "same"] and task["extra"] == {"sentence_pair": True}
+  manifest = json.loads((output_dir / "model.json").read_text())
+  assert manifest["labels"] == ["other", "same"] and manifest["extra"] == {"sentence_pair": True}
   record = tf.train.Example.FromString(
       next(iter(tf.data.TFRecordDataset(str(output_dir / "train.tf_record")))).numpy())
   assert 1 in record.features.feature["segment_ids"].int64_list.value
@@ -217,7 +217,8 @@ def test_custom_jsonl_regression_task(tmp_path):
   assert scores.shape == (5, 1)
   predictions = _read_tsv(output_dir / "test_predictions.tsv")[1:]
   np.testing.assert_allclose([float(row[1]) for row in predictions], scores[:, 0], rtol=1e-6)
-  assert json.loads((output_dir / "task.json").read_text())["task"] == "regression"
+  manifest = json.loads((output_dir / "model.json").read_text())
+  assert manifest["kind"] == "classifier" and manifest["is_regression"]
 
 
 def test_score_predictions_adds_the_glue_metrics():

@@ -180,7 +180,7 @@ def test_fine_tuning_learns_templated_facts_and_writes_the_original_outputs(fact
     assert scores == sorted(scores, reverse=True)
   assert not (trained / "null_odds.json").exists()
   # The fine-tuned model folder, for export_saved_model.py.
-  assert json.loads((trained / "task.json").read_text())["task"] == "span"
+  assert json.loads((trained / "model.json").read_text())["kind"] == "span_labeler"
 
 
 def test_the_export_answers_a_raw_question_about_a_raw_context(facts):

@@ -80,8 +80,8 @@ def test_swag_fine_tuning_learns_and_writes_outputs(tmp_path):
   assert [r["example_id"] for r in records] == [str(100 + i) for i in range(12)]
   assert [r["prediction"] for r in records] == probabilities.argmax(axis=1).tolist()
   assert all("label" not in r for r in records)
-  task = json.loads((output_dir / "task.json").read_text())
-  assert task["task"] == "multiple_choice" and task["num_choices"] == 4
+  manifest = json.loads((output_dir / "model.json").read_text())
+  assert manifest["kind"] == "multiple_choice" and manifest["model_config"]["num_choices"] == 4
 
 
 def test_unlabelled_training_file_is_an_error(tmp_path):

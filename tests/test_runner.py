@@ -154,10 +154,11 @@ def test_interrupted_training_resumes_to_the_same_weights_then_evaluates_predict
   vocab = tmp_path / "vocab.txt"
   special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   vocab.write_text("\n".join(special + [f"token{i}" for i in range(20)]) + "\n")
-  exported = resumed.save(task="classification", vocab_file=str(vocab), do_lower_case=True,
-                          max_seq_length=SEQ, labels=["no", "yes"])
-  task = json.loads((tmp_path / "parts" / "task.json").read_text())
-  assert task["labels"] == ["no", "yes"] and task["max_seq_length"] == SEQ
+  exported = resumed.save(vocab_file=str(vocab), do_lower_case=True, max_seq_length=SEQ,
+                          labels=["no", "yes"])
+  manifest = json.loads((tmp_path / "parts" / "model.json").read_text())
+  assert manifest["kind"] == "classifier" and manifest["labels"] == ["no", "yes"]
+  assert manifest["max_seq_length"] == SEQ
   assert exported == str(tmp_path / "export")
   assert tf.saved_model.contains_saved_model(exported)
 

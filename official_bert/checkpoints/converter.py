@@ -1,36 +1,28 @@
-"""Converted checkpoint folders: write one from a model or a checkpoint, load models back from it.
+"""Checkpoints in and out: model folders, original TF1 checkpoints and Hugging Face folders.
 
-A converted folder (what `convert_checkpoint.py` and the end of pre-training write, and what every
-training script's `--init_checkpoint` accepts) holds:
-
-    bert_config.json        the original config fields (written last)
-    vocab.txt               the WordPiece vocabulary, when the source came with one
-    encoder.weights.h5      Keras weights of the `BertEncoder` (format "keras")
-    pretrainer.weights.h5   Keras weights of the whole `BertPretrainer`, encoder included; only when
-                            the source has the masked-LM and next-sentence heads (format "keras")
-    bert_model.ckpt.index   the same weights as an original TF1 BERT checkpoint, readable by the
-    bert_model.ckpt.data-00000-of-00001    original google-research/bert code (format "tf1")
-
-Fine-tuning output folders add files of their own beside these; the loaders here read only the
-files above. Where a folder holds both formats, the Keras files are read.
+`bert-convert-checkpoint` and the end of pre-training write a model folder
+(`checkpoints/model_dir.py`: `bert_config.json`, `vocab.txt`, `model.weights.h5`, `model.json`)
+of kind `encoder`, or `pretrainer` when the source has the masked-LM and next-sentence heads;
+with format "tf1" (alone or beside it) they write the original `bert_model.ckpt.index` and
+`.data-00000-of-00001`, readable by the original google-research/bert code. Every loader here
+(`load_encoder`, the `--init_checkpoint` of each script) accepts a model folder of any kind (a
+fine-tuned one gives its encoder), an original TF1 checkpoint or a Hugging Face folder. Where a
+folder holds both a model folder and a TF1 checkpoint, the model folder is read.
 """
 
 import dataclasses
 import os
-import shutil
-import tempfile
 
 from absl import logging
+import tensorflow as tf
 
-from official_bert.checkpoints import huggingface, tf1
+from official_bert import file_io
+from official_bert.checkpoints import huggingface, model_dir, tf1
+from official_bert.checkpoints.model_dir import CONFIG_NAME, MANIFEST_NAME, VOCAB_NAME, WEIGHTS_NAME
 from official_bert.configs import BertConfig
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder
 
-CONFIG_NAME = "bert_config.json"
-VOCAB_NAME = "vocab.txt"
-ENCODER_WEIGHTS = "encoder.weights.h5"
-PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 KERAS, TF1, HF = "keras", "tf1", "hf"
 OUTPUT_FORMATS = (KERAS, TF1)
 INPUT_FORMATS = (TF1, HF)
@@ -41,7 +33,7 @@ _TRAINING_ONLY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", 
 def _locate(path):
   """Returns `(kind, location, config_file)`: kind `keras`, `tf1` or `hf`."""
   path = os.fspath(path)
-  if os.path.isdir(path) and os.path.exists(os.path.join(path, ENCODER_WEIGHTS)):
+  if model_dir.is_model_dir(path):
     return KERAS, path, os.path.join(path, CONFIG_NAME)
   prefix = tf1.resolve_tf1_prefix(path)
   if prefix is not None:
@@ -50,7 +42,7 @@ def _locate(path):
   if hf_files is not None:
     return HF, hf_files[1], hf_files[0]
   raise FileNotFoundError(
-      f"No BERT checkpoint at {path}: expected a converted folder (with {ENCODER_WEIGHTS}), a TF1 "
+      f"No BERT checkpoint at {path}: expected a model folder (with {MANIFEST_NAME}), a TF1 "
       f"checkpoint prefix or folder (with {tf1.CHECKPOINT_NAME}.index), or a Hugging Face folder "
       f"({huggingface.CONFIG_NAME} + {huggingface.SAFETENSORS_NAME}).")
 
@@ -68,7 +60,7 @@ def _resolve_config(config, kind, config_file, path):
     return BertConfig.from_dict(config)
   if config is not None:
     return BertConfig.from_json_file(config)
-  if not os.path.exists(config_file):
+  if not tf.io.gfile.exists(config_file):
     raise FileNotFoundError(f"{config_file} is missing, so the shape of the checkpoint at {path} "
                             "is unknown: pass config= (a BertConfig or the path of its json).")
   return _read_config(kind, config_file)
@@ -88,13 +80,17 @@ def _check_same_architecture(expected, found, source):
 def _restore(model, kind, location):
   """Loads weights of the given kind; `model` is a `BertEncoder` or a `BertPretrainer`."""
   if kind == KERAS:
-    name = PRETRAINER_WEIGHTS if isinstance(model, BertPretrainer) else ENCODER_WEIGHTS
-    weights_file = os.path.join(location, name)
-    if not os.path.exists(weights_file):
-      raise FileNotFoundError(f"{location} has no {name}: it was converted from a checkpoint "
-                              "without the pre-training heads; use load_encoder.")
-    model.load_weights(weights_file)
-    logging.info("Loaded %s.", weights_file)
+    saved, info = model_dir.load_model_dir(location)
+    if isinstance(model, BertPretrainer) and info.kind != BertPretrainer.kind:
+      raise FileNotFoundError(f"{location} holds a model of kind {info.kind!r}, without the "
+                              "pre-training heads; use load_encoder.")
+    if not isinstance(model, BertPretrainer) and info.kind != BertEncoder.kind:
+      saved = saved.encoder
+    if type(saved) is not type(model):
+      raise TypeError(f"The {info.kind} model of {location} is built on a "
+                      f"{type(saved).__name__}, not a {type(model).__name__}.")
+    model.set_weights(saved.get_weights())
+    logging.info("Loaded the weights of %s.", location)
   elif kind == TF1:
     tf1.load_tf1_checkpoint(model, location)
   else:
@@ -105,7 +101,7 @@ def load_encoder(path, config=None, dtype=None):
   """Builds a `BertEncoder` and loads its weights from a checkpoint.
 
   Args:
-    path: a converted folder (see the module docstring), an original TF1 checkpoint prefix or a
+    path: a model folder of any kind (its encoder), an original TF1 checkpoint prefix or a
       folder holding `bert_model.ckpt.*` (the `cls/` heads are ignored), or a Hugging Face folder.
     config: optional `BertConfig`, dict or json path; by default the `bert_config.json` (or
       Hugging Face `config.json`) beside the weights.
@@ -138,8 +134,8 @@ def load_pretrainer(path, config=None, dtype=None):
   """Builds a `BertPretrainer` and loads the encoder and both pre-training heads.
 
   Args:
-    path: a converted folder with `pretrainer.weights.h5`, or a TF1 or Hugging Face checkpoint
-      that holds the `cls/` (`cls.`) heads.
+    path: a model folder of kind `pretrainer`, or a TF1 or Hugging Face checkpoint that holds the
+      `cls/` (`cls.`) heads.
     config: optional `BertConfig`, dict or json path (default: the file beside the weights).
     dtype: optional dtype policy.
 
@@ -150,6 +146,28 @@ def load_pretrainer(path, config=None, dtype=None):
   pretrainer = BertPretrainer(_resolve_config(config, kind, config_file, path), dtype=dtype)
   _restore(pretrainer, kind, location)
   return pretrainer
+
+
+def load_model(path, dtype=None):
+  """Loads the model of a model folder, or the encoder of an original TF1 or Hugging Face one.
+
+  Args:
+    path: a model folder (see `checkpoints/model_dir.py`), or anything else `load_encoder`
+      accepts, which loads as kind `encoder` with `do_lower_case` and `max_seq_length` unknown.
+    dtype: optional dtype policy to build the model under.
+
+  Returns:
+    `(model, info)`: the model with its weights and its `model_dir.ModelInfo`.
+  """
+  path = os.fspath(path)
+  if model_dir.is_model_dir(path):
+    return model_dir.load_model_dir(path, dtype=dtype)
+  encoder = load_encoder(path, dtype=dtype)
+  folder = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+  vocab_file = os.path.join(folder, VOCAB_NAME)
+  logging.info("%s is no model folder: loaded its pre-trained encoder.", path)
+  return encoder, model_dir.model_info(
+      encoder, vocab_file=vocab_file if tf.io.gfile.exists(vocab_file) else None)
 
 
 def restore_encoder_weights(encoder, path):
@@ -171,7 +189,7 @@ def restore_pretrainer_weights(pretrainer, path):
 
   This is the `--init_checkpoint` of `run_pretraining.py`: an original checkpoint restores the
   whole pre-training model, as in the original; one without heads (a Hugging Face encoder, a
-  converted encoder-only folder) initialises the encoder and leaves the heads fresh.
+  model folder of another kind) initialises the encoder and leaves the heads fresh.
 
   Args:
     pretrainer: a `BertPretrainer`.
@@ -191,34 +209,30 @@ def restore_pretrainer_weights(pretrainer, path):
 
 def _locate_compatible(config, path):
   kind, location, config_file = _locate(path)
-  if os.path.exists(config_file):
+  if tf.io.gfile.exists(config_file):
     _check_same_architecture(config, _read_config(kind, config_file), config_file)
   return kind, location
 
 
 def _has_pretraining_heads(kind, location):
   if kind == KERAS:
-    return os.path.exists(os.path.join(location, PRETRAINER_WEIGHTS))
+    return model_dir.read_model_info(location).kind == BertPretrainer.kind
   if kind == TF1:
     return any(name.startswith("cls/") for name in tf1.list_tf1_variables(location))
   return any(name.startswith("cls.") for name in huggingface.read_hf_weights(location))
 
 
-def _replace_into(staging, name, output_dir):
-  os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
-
-
 def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
-  """Writes a converted folder from a model (see the module docstring for the layout).
+  """Writes a model's checkpoint folder: a model folder, an original TF1 checkpoint, or both.
 
-  Each file is written under a temporary name and moved into place, `bert_config.json` last.
-  Keras weight files of an earlier export that this call does not rewrite are removed, since the
-  loaders would read them first; TF1 files are left in place (they may be the source of an
-  in-place conversion) with a warning.
+  Format "keras" writes the model folder (`model_dir.save_model_dir`, kind the model's own);
+  "tf1" writes `bert_model.ckpt.*` (the encoder, plus the heads of a `BertPretrainer`). A "tf1"
+  export alone removes the manifest and weights of an earlier model folder there, since the
+  loaders would read them first; a TF1 checkpoint that a "keras" export does not rewrite is left
+  in place (it may be the source of an in-place conversion) with a warning.
 
   Args:
-    model: a `BertEncoder`, a `BertPretrainer` (then the heads are written too) or a task model
-      (then only its `.encoder` is written).
+    model: a `BertEncoder`, a `BertPretrainer` or (format "keras") any registered model.
     output_dir: the folder; created if needed.
     vocab_file: optional `vocab.txt` to copy in.
     formats: any of `"keras"` and `"tf1"`.
@@ -229,43 +243,32 @@ def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
   unknown = set(formats) - set(OUTPUT_FORMATS)
   if unknown or not formats:
     raise ValueError(f"formats must be chosen from {OUTPUT_FORMATS}, got {formats!r}.")
-  pretrainer = model if isinstance(model, BertPretrainer) else None
-  encoder = model if isinstance(model, BertEncoder) else getattr(model, "encoder", None)
-  if not isinstance(encoder, BertEncoder):
-    raise TypeError(f"Expected a BertEncoder, a BertPretrainer or a task model with an `.encoder`, "
-                    f"got {type(model).__name__}.")
-  os.makedirs(output_dir, exist_ok=True)
-  written = set()
-  staging = tempfile.mkdtemp(prefix=".tmp-export-", dir=output_dir)
-  try:
-    if KERAS in formats:
-      for name, part in ((ENCODER_WEIGHTS, encoder), (PRETRAINER_WEIGHTS, pretrainer)):
-        if part is not None:
-          part.save_weights(os.path.join(staging, name))
-          _replace_into(staging, name, output_dir)
-          written.add(name)
-    if vocab_file is not None:
-      shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_NAME))
-      _replace_into(staging, VOCAB_NAME, output_dir)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
+  output_dir = os.fspath(output_dir)
   if TF1 in formats:
     tf1.save_tf1_checkpoint(model, os.path.join(output_dir, tf1.CHECKPOINT_NAME))
-    written.add(tf1.CHECKPOINT_NAME)
-  for name in (ENCODER_WEIGHTS, PRETRAINER_WEIGHTS):
-    if name not in written and os.path.exists(os.path.join(output_dir, name)):
-      os.remove(os.path.join(output_dir, name))
-      logging.info("Removed %s of an earlier checkpoint from %s.", name, output_dir)
+  if KERAS in formats:
+    model_dir.save_model_dir(model, output_dir, vocab_file=vocab_file)
+  else:
+    for name in (MANIFEST_NAME, WEIGHTS_NAME):
+      if tf.io.gfile.exists(os.path.join(output_dir, name)):
+        tf.io.gfile.remove(os.path.join(output_dir, name))
+        logging.info("Removed %s of an earlier model folder from %s.", name, output_dir)
+
+    def fill(staging):
+      if vocab_file is not None:
+        tf.io.gfile.copy(vocab_file, os.path.join(staging, VOCAB_NAME))
+      model.config.to_json_file(os.path.join(staging, CONFIG_NAME))
+
+    file_io.write_folder(output_dir, fill, last=CONFIG_NAME)
   if TF1 not in formats and tf1.resolve_tf1_prefix(output_dir) is not None:
     logging.warning("%s still holds the TF1 checkpoint %s, which this export did not rewrite.",
                     output_dir, tf1.resolve_tf1_prefix(output_dir))
-  encoder.config.to_json_file(os.path.join(output_dir, CONFIG_NAME))
   logging.info("Wrote %s (%s) to %s.", type(model).__name__, " + ".join(formats), output_dir)
   return output_dir
 
 
 def export_pretrained_dir(pretrainer_or_encoder, config, output_dir, vocab_file=None, tf1=False):
-  """Writes the converted folder of a trained model: the end of pre-training.
+  """Writes the model folder of a pre-trained model: the end of pre-training.
 
   Args:
     pretrainer_or_encoder: a `BertPretrainer` (encoder and heads are written) or a `BertEncoder`.
@@ -285,9 +288,9 @@ def export_pretrained_dir(pretrainer_or_encoder, config, output_dir, vocab_file=
 
 
 def convert(input_format, input_path, output_dir, output_format=KERAS, config_file=None):
-  """Converts an original TF1 or a Hugging Face BERT checkpoint into a converted folder.
+  """Converts an original TF1 or a Hugging Face BERT checkpoint into a model folder.
 
-  The pre-training heads come along when the source has them (`pretrainer.weights.h5`).
+  The pre-training heads come along when the source has them (then the kind is `pretrainer`).
 
   Args:
     input_format: `"tf1"` (a `bert_model.ckpt` prefix or its folder) or `"hf"` (a folder with
@@ -322,7 +325,7 @@ def convert(input_format, input_path, output_dir, output_format=KERAS, config_fi
   model = BertPretrainer(config) if heads else BertEncoder(config)
   tf1.set_original_weights(model, weights, source=location)
   vocab_file = os.path.join(os.path.dirname(beside), VOCAB_NAME)
-  if not os.path.exists(vocab_file):
+  if not tf.io.gfile.exists(vocab_file):
     logging.warning("No %s beside %s; the output folder has none.", VOCAB_NAME, location)
     vocab_file = None
   write_dir(model, output_dir, vocab_file=vocab_file, formats=(output_format,))

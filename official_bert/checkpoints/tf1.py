@@ -17,14 +17,13 @@ has no variable of its own.
 
 import dataclasses
 import os
-import shutil
-import tempfile
 
 from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
 
+from official_bert import file_io
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder
 
@@ -305,7 +304,8 @@ def save_tf1_checkpoint(model, prefix):
 
   The names, shapes and dtypes are the original ones, so `tf.train.load_checkpoint` and the
   original `modeling.py` read the result. Files are written into a temporary folder beside the
-  target and moved into place, the index last, so a reader never sees a partial checkpoint.
+  target and moved into place, the index last (`file_io.write_folder`), so a reader never sees a
+  partial checkpoint.
 
   Args:
     model: see `original_variable_shapes`.
@@ -316,23 +316,18 @@ def save_tf1_checkpoint(model, prefix):
   """
   prefix = os.fspath(prefix)
   weights = get_original_weights(model)
-  folder = os.path.dirname(os.path.abspath(prefix))
-  os.makedirs(folder, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=".tmp-checkpoint-", dir=folder)
-  try:
-    staged = os.path.join(staging, os.path.basename(prefix))
-    names = sorted(weights)
-    tf.raw_ops.SaveV2(prefix=staged, tensor_names=names, shape_and_slices=[""] * len(names),
+  folder, stem = os.path.dirname(prefix) or ".", os.path.basename(prefix)
+  names = sorted(weights)
+
+  def save(staging):
+    tf.raw_ops.SaveV2(prefix=os.path.join(staging, stem), tensor_names=names,
+                      shape_and_slices=[""] * len(names),
                       tensors=[tf.constant(weights[name]) for name in names])
-    files = sorted(os.listdir(staging), key=lambda name: name.endswith(".index"))
-    for name in files:
-      os.replace(os.path.join(staging, name), os.path.join(folder, name))
-    # Data shards of an earlier checkpoint under this prefix would not match the new index.
-    stem = os.path.basename(prefix) + ".data-"
-    for name in os.listdir(folder):
-      if name.startswith(stem) and name not in files:
-        os.remove(os.path.join(folder, name))
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
+
+  written = file_io.write_folder(folder, save, last=stem + ".index")
+  # Data shards of an earlier checkpoint under this prefix would not match the new index.
+  for name in tf.io.gfile.listdir(folder):
+    if name.startswith(stem + ".data-") and name not in written:
+      tf.io.gfile.remove(os.path.join(folder, name))
   logging.info("Wrote %d variables to %s.", len(names), prefix)
   return prefix

@@ -1,10 +1,11 @@
-r"""Converts an original TF1 or a Hugging Face BERT checkpoint into a converted folder.
+r"""Converts an original TF1 or a Hugging Face BERT checkpoint into a model folder.
 
     bert-convert-checkpoint --input_format=tf1 \
         --input=uncased_L-4_H-256_A-4/bert_model.ckpt --output_dir=bert_mini
 
 The folder holds `bert_config.json`, `vocab.txt` (when the source has one) and the weights:
-`encoder.weights.h5` (+ `pretrainer.weights.h5` when the source has the pre-training heads) for
+`model.weights.h5` and its manifest `model.json` (kind `pretrainer` when the source has the
+pre-training heads, `encoder` otherwise; see `official_bert/checkpoints/model_dir.py`) for
 `--output_format=keras`, or `bert_model.ckpt.*` for `--output_format=tf1`.
 `official_bert.load_encoder(output_dir)` and every training script's `--init_checkpoint` read it.
 """
@@ -24,7 +25,8 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_string("output_dir", None, "Folder to write the converted checkpoint to.",
                       flag_values=flag_values)
   flags.DEFINE_enum("output_format", converter.KERAS, list(converter.OUTPUT_FORMATS),
-                    "`keras` (encoder.weights.h5) or `tf1` (bert_model.ckpt).",
+                    "`keras` (a model folder: model.weights.h5 + model.json) or `tf1` "
+                    "(bert_model.ckpt).",
                     flag_values=flag_values)
   flags.DEFINE_string("bert_config_file", None,
                       "bert_config.json, when none lies beside a TF1 checkpoint.",

@@ -2,10 +2,11 @@
 
     python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_savedmodel/1
 
-`--model_dir` is the `--output_dir` of a fine-tuning script (its `task.json` picks the signatures)
-or a pre-trained folder (converted, TF1 or Hugging Face, with `vocab.txt`), exported as a text
-encoder. The signatures of each task are listed in `official_bert/export/saved_model.py`; a client
-needs TensorFlow and `import tensorflow_text` to run them.
+`--model_dir` is a model folder: the `--output_dir` of a fine-tuning script, a converted or
+pre-trained one (its `model.json` names the kind, which picks the signatures; a pre-trained one is
+exported as a text encoder), or an original TF1 or Hugging Face folder with its `vocab.txt`. The
+signatures of each task are listed in `official_bert/export/saved_model.py`; a client needs
+TensorFlow and `import tensorflow_text` to run them.
 """
 
 from absl import app, flags
@@ -13,14 +14,14 @@ from absl import app, flags
 from official_bert import export
 
 flags.DEFINE_string("model_dir", None,
-                    "Fine-tuned output folder (with task.json) or pre-trained folder.")
+                    "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
 flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
                     "<model_base_path>/<version>).")
 flags.DEFINE_integer("max_seq_length", None,
                      "Sequence length of the raw-text signatures. Default: the one of training, "
                      "or 128 for a pre-trained folder.")
 flags.DEFINE_bool("do_lower_case", None,
-                  "Whether the model is uncased. Default: from task.json; required for a "
+                  "Whether the model is uncased. Default: from model.json; required for a "
                   "pre-trained folder.")
 flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
 flags.mark_flags_as_required(["model_dir", "export_dir"])

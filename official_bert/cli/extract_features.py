@@ -10,7 +10,7 @@ unchanged:
 
 One text per line, ` ||| ` between the two texts of a pair. Each output line is
 `{"linex_index": i, "features": [{"token": ..., "layers": [{"index": -1, "values": [...]}]}]}`.
-`--init_checkpoint` also takes a converted folder or a Hugging Face folder; `--vocab_file` and
+`--init_checkpoint` also takes a model folder or a Hugging Face folder; `--vocab_file` and
 `--bert_config_file` default to the files beside it.
 
 Added flags: `--pooling=mean|cls` (with `--normalize` and `--pooling_layer`) writes one sentence
@@ -35,7 +35,7 @@ flags.DEFINE_integer("max_seq_length", 128,
                      "Sequences longer than this will be truncated.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial checkpoint (usually from a pre-trained BERT model): an original TF1 "
-                    "bert_model.ckpt, a converted folder or a Hugging Face folder.")
+                    "bert_model.ckpt, a model folder or a Hugging Face folder.")
 flags.DEFINE_string("vocab_file", None,
                     "The vocabulary file that the BERT model was trained on; by default the "
                     "vocab.txt beside --init_checkpoint.")

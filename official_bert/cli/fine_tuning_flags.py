@@ -39,7 +39,7 @@ def define_fine_tuning_flags():
                       "fine-tuned model will be written. A run with the same directory resumes.")
   flags.DEFINE_string("init_checkpoint", None,
                       "Initial checkpoint (usually from a pre-trained BERT model): an original "
-                      "TF1 bert_model.ckpt, a converted folder or a Hugging Face folder.")
+                      "TF1 bert_model.ckpt, a model folder or a Hugging Face folder.")
   flags.DEFINE_bool("do_lower_case", True,
                     "Whether to lower case the input text. Should be True for uncased models and "
                     "False for cased models.")

@@ -28,7 +28,7 @@ flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model
 flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated names or globs.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.txt and the export go.")
 flags.DEFINE_string("init_checkpoint", None,
-                    "Initial encoder weights: an original TF1 checkpoint or a converted folder.")
+                    "Initial encoder weights: an original TF1 checkpoint or a model folder.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")

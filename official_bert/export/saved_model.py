@@ -48,10 +48,16 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from official_bert import tokenization
+from official_bert import checkpoints, tokenization
 from official_bert.export import archive as archive_lib
 from official_bert.export import signatures, span_answers
-from official_bert.export.model_dir import load_task_model
+from official_bert.models import (
+  BertClassifier,
+  BertMultipleChoice,
+  BertPretrainer,
+  BertSpanLabeler,
+  BertTokenClassifier,
+)
 from official_bert.networks import BertEncoder
 
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -80,17 +86,19 @@ def _new_archive(text_packer):
 
 
 def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                      labels=None, sentence_pair=False, overwrite=False):
+                      labels=None, sentence_pair=False, is_regression=None, overwrite=False):
   """Exports a `BertClassifier` (see the module docstring for its signatures).
 
   Args:
-    model: the trained `BertClassifier`; `num_classes=1` exports a regression model.
+    model: the trained `BertClassifier`.
     export_dir: the SavedModel folder to write.
     vocab_file: the model's `vocab.txt`.
     do_lower_case: whether the model is uncased.
     max_seq_length: length of the packed raw-text inputs and of `serve_examples` features.
     labels: optional label names by class id (the `label` output).
     sentence_pair: raw text comes as `text_a`, `text_b` (MRPC, MNLI, ...) instead of `text`.
+    is_regression: the model scores a number (`score`) rather than classes; by default, whether
+      it has one output.
     overwrite: replace a non-empty `export_dir`.
 
   Returns:
@@ -104,7 +112,12 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
     served.signatures["serving_default"](text=tf.constant(["a gripping film"]))["label"]
   """
   archive_lib.check_export_dir(export_dir, overwrite)
-  regression = model.num_classes == 1
+  regression = model.num_classes == 1 if is_regression is None else is_regression
+  if regression and model.num_classes != 1:
+    raise ValueError(f"A regression model has one output, not {model.num_classes}.")
+  if not regression and model.num_classes < 2:
+    raise ValueError("A classifier needs num_classes >= 2; a one-output model is exported for "
+                     "regression (is_regression=True).")
   if labels is not None and len(labels) != model.num_classes:
     raise ValueError(f"{len(labels)} labels given for a model with {model.num_classes} classes.")
   text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
@@ -180,7 +193,7 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
   """Exports a `BertEncoder` (or a task model's `.encoder`) as a text embedding model.
 
   Args:
-    model: a `BertEncoder`, or a task model whose encoder is exported.
+    model: a `BertEncoder`, or a model whose `.encoder` (a `BertEncoder`) is exported.
     export_dir: the SavedModel folder to write.
     vocab_file: the model's `vocab.txt`.
     do_lower_case: whether the model is uncased.
@@ -288,57 +301,69 @@ def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
 
-def export_task_model(model, task_info, export_dir, *, max_seq_length=None, do_lower_case=None,
+# The signatures of each kind: `export(model, info, **common)`, keyed by the kinds that the model
+# classes declare.
+_EXPORTS = {
+    BertClassifier.kind: lambda model, info, **common: export_classifier(
+        model, labels=info.labels, sentence_pair=bool(info.extra.get("sentence_pair", False)),
+        is_regression=info.is_regression, **common),
+    BertSpanLabeler.kind: lambda model, info, **common: export_span_labeler(
+        model, max_query_length=info.extra.get("max_query_length", DEFAULT_MAX_QUERY_LENGTH),
+        max_answer_length=info.extra.get("max_answer_length", DEFAULT_MAX_ANSWER_LENGTH),
+        **common),
+    BertTokenClassifier.kind: lambda model, info, **common: export_token_classifier(
+        model, labels=info.labels, **common),
+    BertMultipleChoice.kind: lambda model, info, **common: export_multiple_choice(model, **common),
+    BertEncoder.kind: lambda model, info, **common: export_encoder(model, **common),
+    BertPretrainer.kind: lambda model, info, **common: export_encoder(model, **common),
+}
+
+
+def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_case=None,
                       overwrite=False):
-  """Exports a model with the signatures of its task.
+  """Exports a model with the signatures of its kind.
 
   Args:
-    model: the model `load_task_model` returned (or the in-memory one that was saved).
-    task_info: its `TaskInfo`.
+    model: the model `checkpoints.load_model` returned (or the in-memory one that was saved).
+    info: its `checkpoints.ModelInfo` (`checkpoints.model_info(model, ...)` for one in memory).
     export_dir: the SavedModel folder to write.
-    max_seq_length: overrides `task_info.max_seq_length` (default 128 when neither is set).
-    do_lower_case: overrides `task_info.do_lower_case`; required when that is unknown.
+    max_seq_length: overrides `info.max_seq_length` (default 128 when neither is set).
+    do_lower_case: overrides `info.do_lower_case`; required when that is unknown.
     overwrite: replace a non-empty `export_dir`.
 
   Returns:
     `export_dir`.
   """
-  max_seq_length = max_seq_length or task_info.max_seq_length or DEFAULT_MAX_SEQ_LENGTH
+  if info.kind not in _EXPORTS:
+    raise ValueError(f"No SavedModel signatures for models of kind {info.kind!r}; the kinds "
+                     f"exported are {', '.join(sorted(_EXPORTS))}.")
+  if info.vocab_file is None:
+    raise FileNotFoundError(f"The {info.kind} model has no {checkpoints.VOCAB_NAME}: its folder "
+                            "needs the vocabulary it was trained with.")
+  max_seq_length = max_seq_length or info.max_seq_length or DEFAULT_MAX_SEQ_LENGTH
   if do_lower_case is None:
-    do_lower_case = task_info.do_lower_case
+    do_lower_case = info.do_lower_case
   if do_lower_case is None:
-    raise ValueError(f"Whether {task_info.vocab_file}'s model is cased is unknown: pass "
+    raise ValueError(f"Whether {info.vocab_file}'s model is cased is unknown: pass "
                      "do_lower_case (--do_lower_case).")
-  common = dict(vocab_file=task_info.vocab_file, do_lower_case=do_lower_case,
-                max_seq_length=max_seq_length, overwrite=overwrite)
-  extra = task_info.extra
   logging.info("Exporting the %s model to %s (max_seq_length %d, do_lower_case %s).",
-               task_info.task, export_dir, max_seq_length, do_lower_case)
-  if task_info.task in ("classification", "regression"):
-    return export_classifier(model, export_dir, labels=task_info.labels,
-                             sentence_pair=bool(extra.get("sentence_pair", False)), **common)
-  if task_info.task == "span":
-    return export_span_labeler(
-        model, export_dir,
-        max_query_length=extra.get("max_query_length", DEFAULT_MAX_QUERY_LENGTH),
-        max_answer_length=extra.get("max_answer_length", DEFAULT_MAX_ANSWER_LENGTH), **common)
-  if task_info.task == "token_classification":
-    return export_token_classifier(model, export_dir, labels=task_info.labels, **common)
-  if task_info.task == "multiple_choice":
-    return export_multiple_choice(model, export_dir, **common)
-  return export_encoder(model, export_dir, **common)
+               info.kind, export_dir, max_seq_length, do_lower_case)
+  return _EXPORTS[info.kind](model, info, export_dir=export_dir, vocab_file=info.vocab_file,
+                             do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                             overwrite=overwrite)
 
 
 def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_case=None,
                      overwrite=False):
-  """Exports the model of a fine-tuned (or pre-trained) folder: `export_saved_model.py`.
+  """Exports the model of a model folder (or a pre-trained checkpoint): `export_saved_model.py`.
 
   Args:
-    model_dir: a folder written by `save_task_model`, or a pre-trained folder (its encoder).
+    model_dir: a model folder (`checkpoints.save_model_dir`), or an original TF1 or Hugging Face
+      folder with its `vocab.txt` (exported as an encoder).
     export_dir: the SavedModel folder to write.
     max_seq_length: overrides the folder's `max_seq_length` (default 128 when it has none).
-    do_lower_case: overrides the folder's `do_lower_case`; required for a pre-trained folder
-      that does not record it.
+    do_lower_case: overrides the folder's `do_lower_case`; required for a folder that does not
+      record it.
     overwrite: replace a non-empty `export_dir`.
 
   Returns:
@@ -349,10 +374,10 @@ def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_cas
     export_model_dir("/tmp/mrpc_output", "/tmp/mrpc_savedmodel")
   """
   archive_lib.check_export_dir(export_dir, overwrite)
-  model, task_info = load_task_model(model_dir)
+  model, info = checkpoints.load_model(model_dir)
   if do_lower_case is None:
-    do_lower_case = task_info.do_lower_case
+    do_lower_case = info.do_lower_case
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(do_lower_case, os.fspath(model_dir))
-  return export_task_model(model, task_info, export_dir, max_seq_length=max_seq_length,
+  return export_task_model(model, info, export_dir, max_seq_length=max_seq_length,
                            do_lower_case=do_lower_case, overwrite=overwrite)

@@ -2,11 +2,13 @@
 
 import keras
 
+from official_bert import registry
 from official_bert.layers.classification_head import ClassificationHead
-from official_bert.models._base import resolve_encoder, task_config
+from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import encoder_inputs
 
 
+@registry.register("classifier")
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertClassifier(keras.Model):
   """BERT with one dense layer on the pooled output, as in the paper's GLUE experiments.
@@ -15,7 +17,10 @@ class BertClassifier(keras.Model):
     config: a `BertConfig` (or its dict).
     num_classes: number of classes; 1 makes it a regression model (STS-B).
     dropout_rate: dropout on the pooled output; `config.hidden_dropout_prob` by default.
-    encoder: optional `BertEncoder` built from `config` to reuse.
+    encoder: optional encoder network to use: a `BertEncoder` built from `config`, or any Keras
+      model that maps the input dict to a dict with `pooled_output` (see `models/_base.py`).
+    head: optional Keras layer mapping the pooled output to the logits; by default dropout and
+      one dense layer (`ClassificationHead`).
     dtype: optional dtype policy for the head and a newly built encoder.
     **kwargs: passed to `keras.Model`.
 
@@ -35,28 +40,34 @@ class BertClassifier(keras.Model):
   (1, 3)
   """
 
-  def __init__(self, config, num_classes, dropout_rate=None, encoder=None, dtype=None, **kwargs):
+  def __init__(self, config, num_classes, dropout_rate=None, encoder=None, head=None, dtype=None,
+               **kwargs):
     config, encoder = resolve_encoder(config, encoder, dtype)
     if dropout_rate is None:
       dropout_rate = config.hidden_dropout_prob
 
     # === Layers ===
     self.encoder = encoder
-    self.classifier = ClassificationHead(num_classes, dropout_rate, config.initializer_range,
-                                         dtype=dtype, name="classifier")
+    self.classifier = resolve_head(head, lambda: ClassificationHead(
+        num_classes, dropout_rate, config.initializer_range, dtype=dtype, name="classifier"))
 
     # === Functional Model ===
     inputs = encoder_inputs()
-    logits = self.classifier(encoder(inputs)["pooled_output"])
-    super().__init__(inputs=inputs, outputs={"logits": logits}, dtype=dtype, **kwargs)
+    logits = self.classifier(encode(encoder, inputs, "pooled_output"))
+    super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+    # A functional model ignores `dtype=`; its layers got it above.
+    if dtype is not None:
+      self.dtype_policy = dtype
 
     # === Config ===
     self.config = config
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
+    self._custom_head = head is not None
 
   def get_config(self):
-    return task_config(self, num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+    return task_config(self, head=self.classifier if self._custom_head else None,
+                       num_classes=self.num_classes, dropout_rate=self.dropout_rate)
 
   @classmethod
   def from_config(cls, config):

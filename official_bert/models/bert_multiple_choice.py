@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
+from official_bert import registry
 from official_bert.layers.classification_head import ClassificationHead
-from official_bert.models._base import resolve_encoder, task_config
+from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import INPUT_NAMES
 
 
@@ -18,7 +19,13 @@ class MergeChoices(keras.layers.Layer):
   def compute_output_shape(self, inputs_shape):
     return (None, inputs_shape[-1])
 
+  def get_config(self):
+    # Written out so that a `DTypePolicy` argument serialises too (Keras' automatic config
+    # takes plain values only).
+    return super().get_config()
 
+
+@registry.register("multiple_choice")
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertMultipleChoice(keras.Model):
   """BERT that reads each (context, choice) pair and applies a softmax over the choices.
@@ -30,7 +37,10 @@ class BertMultipleChoice(keras.Model):
     config: a `BertConfig` (or its dict).
     num_choices: number of candidates per question (4 for SWAG).
     dropout_rate: dropout on the pooled output; `config.hidden_dropout_prob` by default.
-    encoder: optional `BertEncoder` built from `config` to reuse.
+    encoder: optional encoder network to use: a `BertEncoder` built from `config`, or any Keras
+      model that maps the input dict to a dict with `pooled_output` (see `models/_base.py`).
+    head: optional Keras layer mapping each choice's pooled output to one score `[..., 1]`;
+      by default dropout and one dense unit (`ClassificationHead`).
     dtype: optional dtype policy for the head and a newly built encoder.
     **kwargs: passed to `keras.Model`.
 
@@ -51,7 +61,7 @@ class BertMultipleChoice(keras.Model):
   (2, 4)
   """
 
-  def __init__(self, config, num_choices, dropout_rate=None, encoder=None, dtype=None,
+  def __init__(self, config, num_choices, dropout_rate=None, encoder=None, head=None, dtype=None,
                **kwargs):
     config, encoder = resolve_encoder(config, encoder, dtype)
     if dropout_rate is None:
@@ -60,24 +70,29 @@ class BertMultipleChoice(keras.Model):
     # === Layers ===
     self.encoder = encoder
     self.merge_choices = MergeChoices(name="merge_choices")
-    self.scorer = ClassificationHead(1, dropout_rate, config.initializer_range, dtype=dtype,
-                                     name="scorer")
+    self.scorer = resolve_head(head, lambda: ClassificationHead(
+        1, dropout_rate, config.initializer_range, dtype=dtype, name="scorer"))
 
     # === Functional Model ===
     inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
               for name in INPUT_NAMES}
     flat = {name: self.merge_choices(tensor) for name, tensor in inputs.items()}
-    scores = self.scorer(encoder(flat)["pooled_output"])
+    scores = self.scorer(encode(encoder, flat, "pooled_output"))
     logits = ops.reshape(scores, (-1, num_choices))
-    super().__init__(inputs=inputs, outputs={"logits": logits}, dtype=dtype, **kwargs)
+    super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+    # A functional model ignores `dtype=`; its layers got it above.
+    if dtype is not None:
+      self.dtype_policy = dtype
 
     # === Config ===
     self.config = config
     self.num_choices = num_choices
     self.dropout_rate = dropout_rate
+    self._custom_head = head is not None
 
   def get_config(self):
-    return task_config(self, num_choices=self.num_choices, dropout_rate=self.dropout_rate)
+    return task_config(self, head=self.scorer if self._custom_head else None,
+                       num_choices=self.num_choices, dropout_rate=self.dropout_rate)
 
   @classmethod
   def from_config(cls, config):

@@ -2,19 +2,24 @@
 
 import keras
 
+from official_bert import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.layers.masked_lm import MaskedLMHead
-from official_bert.models._base import resolve_encoder, task_config
+from official_bert.models._base import encode, resolve_encoder, task_config
 from official_bert.networks.bert_encoder import INPUT_NAMES, encoder_inputs
 
 
+@registry.register("pretrainer")
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertPretrainer(keras.Model):
   """BERT with its two pre-training heads; the MLM output projection shares the word embeddings.
 
   Args:
     config: a `BertConfig` (or its dict).
-    encoder: optional `BertEncoder` built from `config` to reuse (and train).
+    encoder: optional encoder network to use (and train): a `BertEncoder` built from `config`,
+      or any Keras model that maps the input dict to a dict with `sequence_output` and
+      `pooled_output`; the MLM projection shares its `word_embeddings` layer when it has one
+      and has a kernel of its own otherwise.
     dtype: optional dtype policy for the heads and a newly built encoder.
     **kwargs: passed to `keras.Model`.
 
@@ -48,7 +53,7 @@ class BertPretrainer(keras.Model):
     self.masked_lm = MaskedLMHead(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size,
         activation=config.hidden_act, initializer_range=config.initializer_range,
-        embedding=encoder.word_embeddings, dtype=dtype, name="masked_lm")
+        embedding=getattr(encoder, "word_embeddings", None), dtype=dtype, name="masked_lm")
     self.next_sentence = ClassificationHead(
         2, initializer_range=config.initializer_range, dtype=dtype, name="next_sentence")
 
@@ -56,12 +61,16 @@ class BertPretrainer(keras.Model):
     inputs = encoder_inputs()
     inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32",
                                                 name="masked_lm_positions")
-    encoded = encoder({name: inputs[name] for name in INPUT_NAMES})
+    sequence_output, pooled_output = encode(encoder, {name: inputs[name] for name in INPUT_NAMES},
+                                            "sequence_output", "pooled_output")
     outputs = {
-        "mlm_logits": self.masked_lm(encoded["sequence_output"], inputs["masked_lm_positions"]),
-        "next_sentence_logits": self.next_sentence(encoded["pooled_output"]),
+        "mlm_logits": self.masked_lm(sequence_output, inputs["masked_lm_positions"]),
+        "next_sentence_logits": self.next_sentence(pooled_output),
     }
-    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    # A functional model ignores `dtype=`; its layers got it above.
+    if dtype is not None:
+      self.dtype_policy = dtype
 
     # === Config ===
     self.config = config

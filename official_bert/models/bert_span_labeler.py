@@ -2,18 +2,23 @@
 
 import keras
 
+from official_bert import registry
 from official_bert.layers.classification_head import SpanHead
-from official_bert.models._base import resolve_encoder, task_config
+from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import encoder_inputs
 
 
+@registry.register("span_labeler")
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertSpanLabeler(keras.Model):
   """BERT with a two-unit dense layer on every position: answer start and end scores (SQuAD).
 
   Args:
     config: a `BertConfig` (or its dict).
-    encoder: optional `BertEncoder` built from `config` to reuse.
+    encoder: optional encoder network to use: a `BertEncoder` built from `config`, or any Keras
+      model that maps the input dict to a dict with `sequence_output` (see `models/_base.py`).
+    head: optional Keras layer mapping the sequence output to `(start_logits, end_logits)`;
+      by default one two-unit dense layer (`SpanHead`).
     dtype: optional dtype policy for the head and a newly built encoder.
     **kwargs: passed to `keras.Model`.
 
@@ -34,25 +39,30 @@ class BertSpanLabeler(keras.Model):
   (1, 5)
   """
 
-  def __init__(self, config, encoder=None, dtype=None, **kwargs):
+  def __init__(self, config, encoder=None, head=None, dtype=None, **kwargs):
     config, encoder = resolve_encoder(config, encoder, dtype)
 
     # === Layers ===
     self.encoder = encoder
-    self.span_head = SpanHead(config.initializer_range, dtype=dtype, name="span_head")
+    self.span_head = resolve_head(
+        head, lambda: SpanHead(config.initializer_range, dtype=dtype, name="span_head"))
 
     # === Functional Model ===
     inputs = encoder_inputs()
-    start_logits, end_logits = self.span_head(encoder(inputs)["sequence_output"])
+    start_logits, end_logits = self.span_head(encode(encoder, inputs, "sequence_output"))
     super().__init__(inputs=inputs,
                      outputs={"start_logits": start_logits, "end_logits": end_logits},
-                     dtype=dtype, **kwargs)
+                     **kwargs)
+    # A functional model ignores `dtype=`; its layers got it above.
+    if dtype is not None:
+      self.dtype_policy = dtype
 
     # === Config ===
     self.config = config
+    self._custom_head = head is not None
 
   def get_config(self):
-    return task_config(self)
+    return task_config(self, head=self.span_head if self._custom_head else None)
 
   @classmethod
   def from_config(cls, config):

@@ -2,6 +2,7 @@
 
 import keras
 
+from official_bert import registry
 from official_bert.configs import BertConfig
 from official_bert.layers.embeddings import BertEmbeddings
 from official_bert.layers.transformer_block import TransformerBlock
@@ -15,6 +16,7 @@ def encoder_inputs(name_prefix=""):
           for name in INPUT_NAMES}
 
 
+@registry.register("encoder")
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertEncoder(keras.Model):
   """The bidirectional transformer encoder of BERT (Devlin et al., 2018).
@@ -81,7 +83,10 @@ class BertEncoder(keras.Model):
         "pooled_output": self.pooler(hidden[:, 0, :]),
         "encoder_outputs": encoder_outputs,
     }
-    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    # A functional model ignores `dtype=`; its layers got it above.
+    if dtype is not None:
+      self.dtype_policy = dtype
 
     # === Config ===
     self.config = config
@@ -92,7 +97,8 @@ class BertEncoder(keras.Model):
     return self.embeddings.word_embeddings
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+    return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
 
   @classmethod
   def from_config(cls, config):

@@ -325,6 +325,6 @@ class ClassificationTask(base.Task):
     return written
 
   def model_folder_fields(self):
-    return {"task": "regression" if self.is_regression else "classification",
-            "labels": None if self.is_regression else self.label_list,
+    return {"labels": None if self.is_regression else self.label_list,
+            "is_regression": self.is_regression,
             "extra": {"sentence_pair": self.sentence_pair}}

@@ -225,8 +225,8 @@ def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=
     if runner.is_chief:
       written += write_predictions(config.output_dir, features["predict"], logits)
   if do_train or config.export_dir:
-    written.append(runner.save(task="multiple_choice", vocab_file=vocab_file,
-                               do_lower_case=do_lower_case, max_seq_length=max_seq_length))
+    written.append(runner.save(vocab_file=vocab_file, do_lower_case=do_lower_case,
+                               max_seq_length=max_seq_length))
   logging.info("***** Summary *****  SWAG, %d choices, step %d; %s; wrote %s", num_choices,
                runner.global_step, "; ".join(summary), ", ".join(written))
   return results

@@ -306,8 +306,7 @@ def run_squad(*, bert_config_file, vocab_file, config, train_file=None, predict_
       logging.info("%s has no answers to score predictions against.", predict_file)
   if do_train or config.export_dir:
     files.append(runner.save(
-        task="span", vocab_file=vocab_file, do_lower_case=do_lower_case,
-        max_seq_length=max_seq_length,
+        vocab_file=vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
         extra={"max_query_length": max_query_length, "max_answer_length": max_answer_length}))
   logging.info("***** Summary *****  SQuAD %s, step %d; %s; wrote %s",
                "v2.0" if version_2_with_negative else "v1.1", runner.global_step,

@@ -30,6 +30,7 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert import export, file_io, tokenization
+from official_bert.checkpoints import save_model_dir
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -297,19 +298,20 @@ class Runner:
       write_eval_results(path, results)
     return path
 
-  def save(self, *, task, vocab_file, do_lower_case, max_seq_length, labels=None, extra=None):
+  def save(self, *, vocab_file, do_lower_case, max_seq_length, labels=None, is_regression=False,
+           extra=None):
     """Saves the fine-tuned model folder in `output_dir` and exports it to `export_dir` if set.
 
-    Only the chief writes. See `official_bert.export.save_task_model` for the folder's files
-    and `official_bert.export.export_model_dir` for the SavedModel.
+    Only the chief writes. The folder's kind is the model's: see
+    `official_bert.checkpoints.save_model_dir` for its files, and
+    `official_bert.export.export_model_dir` for the SavedModel.
 
     Args:
-      task: the `official_bert.export.TASKS` entry: `classification`, `regression`, `span`,
-        `multiple_choice` or `token_classification`.
       vocab_file: the vocabulary the model was trained with (copied in).
       do_lower_case: whether the text was lower-cased.
       max_seq_length: the sequence length of training.
       labels: optional label names in class-id order.
+      is_regression: the model is a one-output classifier that scores a number.
       extra: optional task settings for the export (e.g. `{"sentence_pair": True}`).
 
     Returns:
@@ -319,9 +321,9 @@ class Runner:
     output_dir = self.config.output_dir
     if not self.is_chief:
       return output_dir
-    export.save_task_model(self.model, output_dir, task=task, vocab_file=vocab_file,
-                           do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                           labels=labels, extra=extra)
+    save_model_dir(self.model, output_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
+                   max_seq_length=max_seq_length, labels=labels, is_regression=is_regression,
+                   extra=extra)
     if not self.config.export_dir:
       return output_dir
     return export.export_model_dir(output_dir, self.config.export_dir, overwrite=True)

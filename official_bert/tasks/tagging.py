@@ -265,9 +265,8 @@ def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=N
       conll.write_predictions(path, sentences["predict"], tags)
       written.append(path)
   if do_train or config.export_dir:
-    written.append(runner.save(task="token_classification", vocab_file=vocab_file,
-                               do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                               labels=labels))
+    written.append(runner.save(vocab_file=vocab_file, do_lower_case=do_lower_case,
+                               max_seq_length=max_seq_length, labels=labels))
   logging.info("***** Summary *****  NER, %d labels, step %d; %s; wrote %s", len(labels),
                runner.global_step, "; ".join(summary), ", ".join(written))
   return results
