@@ -260,13 +260,13 @@ class Runner:
 
     Args:
       metrics: dict of names to floats.
-      prefix: the name prefix.
+      prefix: the name prefix; None keeps the names (SQuAD's official `exact_match`, `f1`).
 
     Returns:
       The named results with `global_step`.
     """
     step = self.global_step
-    results = {f"{prefix}_{name}": value for name, value in metrics.items()}
+    results = {f"{prefix}_{name}" if prefix else name: value for name, value in metrics.items()}
     if self.is_chief:
       progress.write_scalars(os.path.join(self.config.output_dir, "eval"), step, results)
     return dict(results, global_step=step)
