@@ -25,12 +25,13 @@ import sys
 import tempfile
 import time
 
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
 
 from official_bert.checkpoints import read_hf_config
-import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
 from official_bert.tasks import classification
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig

@@ -9,7 +9,7 @@ exactly as a user's would be. The only SQuAD data beside the repository is the v
 (`../shared/data/squad/dev-v1.1.json`, 48 articles, 10,570 questions), so it is split by article:
 the first `--train_articles` train (each question with its first answer, as a training file
 has), the last `--eval_articles` are answered and scored with all their answers by the official
-evaluation. No article is in both. Training and prediction are separate `run_squad` calls in this
+evaluation. No article is in both. Training and prediction are separate `driver.run` calls in this
 process, timed apart; each time covers everything a user waits for after start-up (features,
 model building, weight loading, tracing, checkpoints, the saved model folder), so `train seq/s`
 (steps x batch / train s) and `predict seq/s` (windows / predict s) are below the steady rate
@@ -28,15 +28,18 @@ import sys
 import tempfile
 import time
 
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
 import tensorflow as tf
 
+from official_bert import BertConfig
 from official_bert.checkpoints import read_hf_config
-import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
-from official_bert.tasks import question_answering
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks import driver, question_answering
+from official_bert.tasks.base import Modes
+from official_bert.tasks.runner import EVAL_RESULTS, RunConfig
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -79,6 +82,12 @@ def count_records(path):
   return sum(1 for _ in tf.data.TFRecordDataset(str(path)))
 
 
+def read_eval_results(path):
+  """The `key = value` lines of `eval_results.txt` as floats."""
+  return {key: float(value) for key, value in
+          (line.split(" = ") for line in path.read_text().splitlines())}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--train_articles", type=int, default=12)
@@ -106,19 +115,22 @@ def main():
         learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,
         engine=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=10,
                             steps_per_loop=10))
-    common = dict(bert_config_file=str(config_file), vocab_file=str(model / "vocab.txt"),
-                  config=config, max_seq_length=args.max_seq_length, doc_stride=args.doc_stride)
+    common = dict(bert_config=BertConfig.from_json_file(str(config_file)),
+                  vocab_file=str(model / "vocab.txt"), max_seq_length=args.max_seq_length,
+                  doc_stride=args.doc_stride)
     start = time.perf_counter()
-    question_answering.run_squad(train_file=str(files["train"]), do_train=True, **common)
+    driver.run(question_answering.SquadTask(train_file=str(files["train"]), **common), config,
+               Modes(train=True))
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    results = question_answering.run_squad(predict_file=str(files["eval"]), do_predict=True,
-                                           **common)
+    driver.run(question_answering.SquadTask(predict_file=str(files["eval"]), **common), config,
+               Modes(predict=True))
     predict_seconds = time.perf_counter() - start
+    results = read_eval_results(work / "output" / EVAL_RESULTS)
     train_windows = count_records(work / "output" / question_answering.TRAIN_RECORDS)
     eval_windows = count_records(work / "output" / question_answering.PREDICT_RECORDS)
 
-  steps = results["global_step"]
+  steps = int(results["global_step"])
   print(f"\nMiniLM-L6-H384 (all-MiniLM-L6-v2) fine-tuned with run_squad on SQuAD v1.1 dev "
         f"articles: max_seq_length {args.max_seq_length}, doc_stride {args.doc_stride}, batch "
         f"{args.train_batch_size}, learning rate {args.learning_rate:g}, seed {args.seed}, XLA "

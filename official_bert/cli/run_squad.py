@@ -19,7 +19,7 @@ that answers a raw question about a raw context. Running the same command again 
 from absl import app, flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import question_answering
+from official_bert.tasks import driver, question_answering
 
 FLAGS = flags.FLAGS
 
@@ -55,18 +55,16 @@ def main(argv):
   if FLAGS.do_eval:
     raise app.UsageError("run_squad.py has no --do_eval: --do_predict answers --predict_file and "
                          "scores it when the file holds answers.")
-  fine_tuning_flags.validate_flags()
-  question_answering.run_squad(
-      bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-      config=fine_tuning_flags.fine_tuning_config_from_flags(), train_file=FLAGS.train_file,
-      predict_file=FLAGS.predict_file, do_lower_case=FLAGS.do_lower_case,
-      max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
-      max_query_length=FLAGS.max_query_length, do_train=FLAGS.do_train,
-      do_predict=FLAGS.do_predict, n_best_size=FLAGS.n_best_size,
-      max_answer_length=FLAGS.max_answer_length,
-      version_2_with_negative=FLAGS.version_2_with_negative,
-      null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-      verbose_logging=FLAGS.verbose_logging)
+  driver.run(
+      question_answering.SquadTask(
+          **fine_tuning_flags.task_args_from_flags(), train_file=FLAGS.train_file,
+          predict_file=FLAGS.predict_file, doc_stride=FLAGS.doc_stride,
+          max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
+          max_answer_length=FLAGS.max_answer_length,
+          version_2_with_negative=FLAGS.version_2_with_negative,
+          null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+          verbose_logging=FLAGS.verbose_logging),
+      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
 
 
 def run():
