@@ -46,7 +46,7 @@ def _write(path, lines):
 
 def _config(output_dir, **kwargs):
   values = dict(output_dir=str(output_dir), train_batch_size=16, eval_batch_size=32,
-                predict_batch_size=32, learning_rate=2e-3, num_train_epochs=6.0, engine=ENGINE)
+                predict_batch_size=32, learning_rate=5e-4, num_train_epochs=6.0, engine=ENGINE)
   values.update(kwargs)
   return RunConfig(**values)
 
