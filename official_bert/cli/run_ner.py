@@ -22,27 +22,25 @@ Running the same command again resumes.
 from absl import app, flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import tagging
+from official_bert.tasks import driver, tagging
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("data_dir", None,
-                    "Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.")
-flags.DEFINE_string("train_file", None, "The training file, if not in data_dir; its tags are "
-                    "the labels.")
-flags.DEFINE_string("eval_file", None, "The tagged evaluation file, if not in data_dir.")
-flags.DEFINE_string("predict_file", None, "The file to tag, if not in data_dir.")
+fine_tuning_flags.define_split_file_flags(
+    data_dir="Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.",
+    train_file="The training file, if not in data_dir; its tags are the labels.",
+    eval_file="The tagged evaluation file, if not in data_dir.",
+    predict_file="The file to tag, if not in data_dir.")
 fine_tuning_flags.define_fine_tuning_flags()
 
 
-def main(_):
-  fine_tuning_flags.validate_flags()
-  tagging.run_ner(
-      bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-      config=fine_tuning_flags.fine_tuning_config_from_flags(), data_dir=FLAGS.data_dir,
-      train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
-      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-      do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  driver.run(
+      tagging.NerTask(**fine_tuning_flags.task_args_from_flags(), output_dir=FLAGS.output_dir,
+                      **fine_tuning_flags.split_files_from_flags()),
+      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
 
 
 def run():

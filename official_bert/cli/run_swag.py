@@ -21,27 +21,23 @@ Running the same command again resumes.
 from absl import app, flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import multiple_choice
+from official_bert.tasks import driver, multiple_choice
 
-FLAGS = flags.FLAGS
-
-flags.DEFINE_string("data_dir", None,
-                    "Folder with the SWAG files train.csv, val.csv and test.csv (or .jsonl).")
-flags.DEFINE_string("train_file", None, "The training file (.csv or .jsonl), if not "
-                    "data_dir/train.csv.")
-flags.DEFINE_string("eval_file", None, "The labelled evaluation file, if not data_dir/val.csv.")
-flags.DEFINE_string("predict_file", None, "The file to predict, if not data_dir/test.csv.")
+fine_tuning_flags.define_split_file_flags(
+    data_dir="Folder with the SWAG files train.csv, val.csv and test.csv (or .jsonl).",
+    train_file="The training file (.csv or .jsonl), if not data_dir/train.csv.",
+    eval_file="The labelled evaluation file, if not data_dir/val.csv.",
+    predict_file="The file to predict, if not data_dir/test.csv.")
 fine_tuning_flags.define_fine_tuning_flags()
 
 
-def main(_):
-  fine_tuning_flags.validate_flags()
-  multiple_choice.run_swag(
-      bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-      config=fine_tuning_flags.fine_tuning_config_from_flags(), data_dir=FLAGS.data_dir,
-      train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
-      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-      do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  driver.run(
+      multiple_choice.SwagTask(**fine_tuning_flags.task_args_from_flags(),
+                               **fine_tuning_flags.split_files_from_flags()),
+      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
 
 
 def run():

@@ -24,12 +24,12 @@ Example:
 
 import dataclasses
 import os
-import tempfile
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from official_bert import file_io
 from official_bert.data.indexed_batches import indexed_batches
 
 IGNORED_LABEL_ID = -1
@@ -223,14 +223,36 @@ def _word_pieces(sentence, tokenizer, max_pieces, counts):
   return word_pieces
 
 
-def _word_label_ids(sentence, label_to_id, label_list):
+def check_tags(sentences, label_list):
+  """Checks that every tag of `sentences` is one of the labels, before any tokenizing.
+
+  Args:
+    sentences: `TaggedSentence`s; untagged ones have nothing to check.
+    label_list: the labels (`get_label_list` of the training sentences).
+
+  Raises:
+    ValueError: naming the file and line of the first tag that is not in `label_list`.
+
+  Example:
+
+  >>> dev = [TaggedSentence(("John", "Berlin"), ("B-PER", "B-GPE"), "dev.txt", 40)]
+  >>> check_tags(dev, ["O", "B-PER"])
+  Traceback (most recent call last):
+  ...
+  ValueError: dev.txt:41: tag 'B-GPE' is not among the labels of the training data ['O', 'B-PER']
+  """
+  known = set(label_list)
+  for sentence in sentences:
+    for i, tag in enumerate(sentence.tags or ()):
+      if tag not in known:
+        raise ValueError(f"{sentence.path}:{sentence.line + i}: tag {tag!r} is not among the "
+                         f"labels of the training data {label_list}")
+
+
+def _word_label_ids(sentence, label_to_id):
   """Returns the label id of every word (all ignored for an untagged sentence)."""
   if sentence.tags is None:
     return [IGNORED_LABEL_ID] * len(sentence.words)
-  for i, tag in enumerate(sentence.tags):
-    if tag not in label_to_id:
-      raise ValueError(f"{sentence.path}:{sentence.line + i}: tag {tag!r} is not among the "
-                       f"labels of the training data {label_list}")
   return [label_to_id[tag] for tag in sentence.tags]
 
 
@@ -275,12 +297,13 @@ def convert_sentences_to_features(sentences, label_list, tokenizer, max_seq_leng
   """
   if max_seq_length < 3:
     raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+  check_tags(sentences, label_list)
   label_to_id = {label: i for i, label in enumerate(label_list)}
   max_pieces = max_seq_length - 2
   counts = {"empty": 0, "truncated": 0, "split": 0}
   sentence_index, token_ids, word_index, label_ids = [], [], [], []
   for n, sentence in enumerate(sentences):
-    word_labels = _word_label_ids(sentence, label_to_id, label_list)
+    word_labels = _word_label_ids(sentence, label_to_id)
     word_pieces = _word_pieces(sentence, tokenizer, max_pieces, counts)
     windows = _split_into_windows(word_pieces, max_pieces)
     counts["split"] += len(windows) > 1
@@ -348,7 +371,7 @@ def predictions_to_tags(features, predictions, sentences, label_list):
 
 
 def write_predictions(path, sentences, predicted_tags):
-  """Writes predictions in CoNLL format, atomically (a temporary file, then renamed).
+  """Writes predictions in CoNLL format, atomically (`file_io.write_text`).
 
   Each word gives a line `token gold predicted` (or `token predicted` for untagged sentences),
   separated by single spaces as `conlleval` expects; a blank line follows each sentence.
@@ -372,11 +395,7 @@ def write_predictions(path, sentences, predicted_tags):
     for word, gold_tag, predicted_tag in zip(sentence.words, gold, predicted):
       lines.append(" ".join(c for c in (word, gold_tag, predicted_tag) if c is not None) + "\n")
     lines.append("\n")
-  folder = os.path.dirname(os.path.abspath(path))
-  with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, delete=False,
-                                   prefix=os.path.basename(path) + ".", suffix=".tmp") as f:
-    f.writelines(lines)
-  os.replace(f.name, path)
+  file_io.write_text(path, "".join(lines))
   logging.info("Wrote predictions for %d sentences to %s.", len(sentences), path)
 
 

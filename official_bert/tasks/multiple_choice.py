@@ -1,8 +1,7 @@
 """Multiple choice (SWAG): the library side of `run_swag.py`.
 
-`run_swag` reads SWAG files (the CSV files `train.csv`, `val.csv`, `test.csv` of the release, or
-JSON lines) with `official_bert.data.swag`, fine-tunes a `BertMultipleChoice` with the shared
-`runner.Runner` and writes:
+`SwagTask` reads SWAG files (the CSV files `train.csv`, `val.csv`, `test.csv` of the release, or
+JSON lines) with `official_bert.data.swag`, fine-tunes a `BertMultipleChoice` and writes:
 
 * `eval_results.txt`: `eval_accuracy`, `eval_loss` and `global_step`;
 * `test_results.tsv`: one line per predicted example, the probabilities of its choices
@@ -18,15 +17,14 @@ cross-entropy over a question's choices.
 import json
 import os
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import tokenization
-from official_bert.configs import BertConfig
+from official_bert import file_io
 from official_bert.data import swag
 from official_bert.models import BertMultipleChoice
-from official_bert.tasks import runner as run_lib
+from official_bert.tasks import base
+from official_bert.tasks import runner as runner_lib
 
 TEST_RESULTS = "test_results.tsv"
 TEST_PREDICTIONS = "test_predictions.jsonl"
@@ -77,6 +75,12 @@ def score_predictions(logits, labels):
 
   Returns:
     `{"accuracy": float, "loss": float}`.
+
+  Example:
+
+  >>> scores = score_predictions(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
+  >>> scores["accuracy"], round(scores["loss"], 3)
+  (0.5, 0.72)
   """
   loss = multiple_choice_loss({"logits": logits}, labels)["loss"]
   return {"accuracy": float(np.mean(np.argmax(logits, axis=-1) == labels)), "loss": float(loss)}
@@ -100,7 +104,7 @@ def write_predictions(output_dir, features, logits):
   """
   probabilities = _softmax(logits.astype(np.float64))
   results = os.path.join(output_dir, TEST_RESULTS)
-  run_lib.write_file(results, "".join(
+  file_io.write_text(results, "".join(
       "\t".join(str(float(p)) for p in row) + "\n" for row in probabilities))
   lines = []
   for example_id, label, row in zip(features.example_ids, features.labels, probabilities):
@@ -110,7 +114,7 @@ def write_predictions(output_dir, features, logits):
       record["label"] = int(label)
     lines.append(json.dumps(record) + "\n")
   predictions = os.path.join(output_dir, TEST_PREDICTIONS)
-  run_lib.write_file(predictions, "".join(lines))
+  file_io.write_text(predictions, "".join(lines))
   return [results, predictions]
 
 
@@ -141,92 +145,86 @@ def _read(path, require_labels):
 
 def _input_fn(features, is_training, seed=None):
   """An input function over packed features, for `Runner`."""
-  return run_lib.in_memory_input_fn(
+  return runner_lib.in_memory_input_fn(
       lambda batch_size: swag.make_dataset(features, batch_size, is_training=is_training,
                                            seed=seed))
 
 
-def _predict(runner, features, batch_size=None):
-  logits = runner.predict(_input_fn(features, is_training=False), batch_size=batch_size)["logits"]
-  if len(logits) != len(features):
-    raise RuntimeError(f"{len(features)} examples but {len(logits)} predictions; prediction "
-                       "runs on one machine (all of its replicas) only.")
-  return logits
-
-
-def run_swag(*, bert_config_file, vocab_file, config, data_dir=None, train_file=None,
-             eval_file=None, predict_file=None, do_lower_case=True, max_seq_length=128,
-             do_train=False, do_eval=False, do_predict=False):
-  """Fine-tunes, evaluates and/or predicts a multiple-choice model on SWAG-format data.
+class SwagTask(base.Task):
+  """Multiple choice on SWAG-format data: which ending follows a context.
 
   Args:
-    bert_config_file: the `bert_config.json` of the pre-trained model.
-    vocab_file: its WordPiece vocabulary.
-    config: the `runner.RunConfig` (output folder, init checkpoint, batch sizes,
-      learning rate, epochs, warmup, export, engine).
+    bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`;
+      `max_seq_length` counts the tokens of one (context, ending) pair, special tokens
+      included.
     data_dir: a folder with `train.csv`, `val.csv`, `test.csv` (or `.jsonl` files).
     train_file: the training file, instead of `data_dir`'s (`.csv` or `.jsonl`).
     eval_file: the evaluation file (labelled).
     predict_file: the file to predict (labels optional).
-    do_lower_case: lower-case the text (uncased models).
-    max_seq_length: tokens per (context, ending) pair, special tokens included.
-    do_train: fine-tune (resuming from `config.output_dir`).
-    do_eval: evaluate into `eval_results.txt`.
-    do_predict: predict into `test_results.tsv` and `test_predictions.jsonl`.
-
-  Returns:
-    The evaluation results (`eval_accuracy`, `eval_loss`, `global_step`); empty without
-    `do_eval`.
 
   Example:
 
-    run_swag(bert_config_file="uncased_L-12_H-768_A-12/bert_config.json",
-             vocab_file="uncased_L-12_H-768_A-12/vocab.txt", data_dir="swagaf/data",
-             do_train=True, do_eval=True,
-             config=RunConfig(output_dir="/tmp/swag_output", learning_rate=2e-5,
-                                     init_checkpoint="uncased_L-12_H-768_A-12"))
+    model = "uncased_L-12_H-768_A-12"
+    task = SwagTask(bert_config=BertConfig.from_json_file(f"{model}/bert_config.json"),
+                    vocab_file=f"{model}/vocab.txt", data_dir="swagaf/data")
+    driver.run(task, RunConfig(output_dir="/tmp/swag_output", learning_rate=2e-5,
+                               init_checkpoint=model),
+               Modes(train=True, eval=True))
   """
-  bert_config = BertConfig.from_json_file(bert_config_file)
-  run_lib.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
-                           bert_config=bert_config, max_seq_length=max_seq_length,
-                           do_lower_case=do_lower_case, init_checkpoint=config.init_checkpoint)
-  files = {split: _split_file(split, data_dir, path) for split, path, wanted in (
-      ("train", train_file, do_train), ("eval", eval_file, do_eval),
-      ("predict", predict_file, do_predict)) if wanted}
-  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
-  features, summary = {}, []
-  for split, path in files.items():
-    examples = _read(path, require_labels=split != "predict")
-    features[split] = swag.convert_examples_to_features(examples, tokenizer, max_seq_length)
-    summary.append(f"{split}: {len(examples)} examples from {path}, "
-                   f"{features[split].num_truncated_choices} choices truncated")
-  num_choices = {f.input_word_ids.shape[1] for f in features.values()}
-  if len(num_choices) > 1:
-    raise ValueError(f"The files have different numbers of endings {sorted(num_choices)}: "
-                     f"{files}.")
-  num_choices = num_choices.pop()
 
-  runner = run_lib.Runner(
-      lambda: BertMultipleChoice(bert_config, num_choices=num_choices), multiple_choice_loss,
-      config, metrics_fn=multiple_choice_metrics,
-      num_train_examples=len(features["train"]) if do_train else None)
-  if not do_train and runner.global_step == 0:
-    logging.warning("%s holds no fine-tuned checkpoint: the choice scorer is untrained.",
-                    config.output_dir)
-  if do_train:
-    runner.train(_input_fn(features["train"], is_training=True, seed=config.engine.seed))
-  results, written = {}, []
-  if do_eval:
-    logits = _predict(runner, features["eval"], batch_size=config.eval_batch_size)
-    results = runner.eval_results(score_predictions(logits, features["eval"].labels))
-    written.append(runner.write_eval_results(results))
-  if do_predict:
-    logits = _predict(runner, features["predict"])
-    if runner.is_chief:
-      written += write_predictions(config.output_dir, features["predict"], logits)
-  if do_train or config.export_dir:
-    written.append(runner.save(vocab_file=vocab_file, do_lower_case=do_lower_case,
-                               max_seq_length=max_seq_length))
-  logging.info("***** Summary *****  SWAG, %d choices, step %d; %s; wrote %s", num_choices,
-               runner.global_step, "; ".join(summary), ", ".join(written))
-  return results
+  name = "SWAG"
+
+  def __init__(self, *, data_dir=None, train_file=None, eval_file=None, predict_file=None,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.data_dir = data_dir
+    self.paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
+    self.features = {}
+    self.num_choices = None
+
+  def validate(self, modes, init_checkpoint=None):
+    """Reads and packs every split the run needs; checks labels and the number of endings."""
+    super().validate(modes, init_checkpoint)
+    files = {split: _split_file(split, self.data_dir, self.paths[split])
+             for split in modes.names()}
+    for split, path in files.items():
+      examples = _read(path, require_labels=split != "predict")
+      self.features[split] = swag.convert_examples_to_features(examples, self.tokenizer,
+                                                               self.max_seq_length)
+      self.summary.append(f"{split}: {len(examples)} examples from {path}, "
+                          f"{self.features[split].num_truncated_choices} choices truncated")
+    num_choices = {f.input_word_ids.shape[1] for f in self.features.values()}
+    if len(num_choices) > 1:
+      raise ValueError(f"The files have different numbers of endings {sorted(num_choices)}: "
+                       f"{files}.")
+    self.num_choices = num_choices.pop()
+    self.summary.insert(0, f"{self.num_choices} choices")
+
+  def build_model(self):
+    return BertMultipleChoice(self.bert_config, num_choices=self.num_choices)
+
+  def loss(self, outputs, labels):
+    return multiple_choice_loss(outputs, labels)
+
+  def metrics(self, outputs, labels):
+    return multiple_choice_metrics(outputs, labels)
+
+  def num_train_examples(self):
+    return len(self.features["train"])
+
+  def train_input_fn(self, runner):
+    return _input_fn(self.features["train"], is_training=True, seed=runner.config.engine.seed)
+
+  def evaluate(self, runner):
+    features = self.features["eval"]
+    logits = runner.predict(_input_fn(features, is_training=False),
+                            batch_size=runner.config.eval_batch_size)["logits"]
+    return runner.eval_results(score_predictions(logits, features.labels))
+
+  def predict(self, runner):
+    features = self.features["predict"]
+    logits = runner.predict(_input_fn(features, is_training=False))["logits"]
+    if not runner.is_chief:
+      return []
+    return write_predictions(runner.config.output_dir, features, logits)
+

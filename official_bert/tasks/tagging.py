@@ -1,12 +1,12 @@
 """Token classification (named-entity recognition): the library side of `run_ner.py`.
 
-`run_ner` reads CoNLL-style files with `official_bert.data.conll` (one token a line, the tag in
-the last column, a blank line between sentences), fine-tunes a `BertTokenClassifier` with the
-shared `runner.Runner` and writes:
+`NerTask` reads CoNLL-style files with `official_bert.data.conll` (one token a line, the tag in
+the last column, a blank line between sentences), fine-tunes a `BertTokenClassifier` and writes:
 
 * `labels.txt`: the tags of the training file, one a line in label-id order (`O` first), so that
   evaluation and prediction runs on the same `output_dir` need no training file (without one,
-  they take the labels of the training file);
+  they take the labels of the training file); a tag of the evaluated or predicted file that the
+  labels lack stops the run before training;
 * `eval_results.txt`: entity-level `eval_precision`, `eval_recall`, `eval_f1` (the CoNLL
   definition, `official_bert.evaluation.ner_metrics`), the same per entity type
   (`eval_<type>/f1`, ...), `eval_token_accuracy`, `eval_loss` and `global_step`;
@@ -25,12 +25,12 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import tokenization
-from official_bert.configs import BertConfig
+from official_bert import file_io
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics
 from official_bert.models import BertTokenClassifier
-from official_bert.tasks import runner as run_lib
+from official_bert.tasks import base
+from official_bert.tasks import runner as runner_lib
 
 LABELS_FILE = "labels.txt"
 EVAL_PREDICTIONS = "eval_predictions.txt"
@@ -80,7 +80,7 @@ def write_labels(path, labels):
     path: the file.
     labels: the tags in label-id order, written one a line.
   """
-  run_lib.write_file(path, "".join(f"{label}\n" for label in labels))
+  file_io.write_text(path, "".join(f"{label}\n" for label in labels))
 
 
 def read_labels(path):
@@ -95,7 +95,7 @@ def read_labels(path):
   Raises:
     ValueError: naming the line of a blank, padded or repeated tag, or an empty file.
   """
-  with open(path, encoding="utf-8") as f:
+  with tf.io.gfile.GFile(path) as f:
     labels = [line.rstrip("\n") for line in f]
   for line_number, label in enumerate(labels, start=1):
     if not label.strip() or label != label.strip():
@@ -118,9 +118,10 @@ def _split_file(split, data_dir, path):
 
 def _labels(output_dir, train_sentences, train_path):
   """The label list: that of the training sentences (checked against an earlier run's), else the
-  one `labels.txt` of `output_dir` records, else that of the training file `train_path`."""
-  path = os.path.join(output_dir, LABELS_FILE)
-  saved = read_labels(path) if os.path.exists(path) else None
+  one `labels.txt` of `output_dir` (if given) records, else that of the training file
+  `train_path`."""
+  path = os.path.join(output_dir or "<output_dir>", LABELS_FILE)
+  saved = read_labels(path) if output_dir and tf.io.gfile.exists(path) else None
   if train_sentences is None and saved is not None:
     return saved
   if train_sentences is None:
@@ -149,19 +150,10 @@ def _train_file_if_any(data_dir, train_file):
 
 def _input_fn(features, is_training, seed=None):
   """An input function over token-classification features, for `Runner`."""
-  return run_lib.in_memory_input_fn(
+  return runner_lib.in_memory_input_fn(
       lambda batch_size: conll.make_dataset(features, batch_size, is_training=is_training,
                                             seed=seed).map(
           lambda inputs, label_ids, label_mask: (inputs, label_ids)))
-
-
-def _predict_tags(runner, sentences, features, labels, batch_size=None):
-  """Runs the model; returns `(logits, tags per sentence)`."""
-  logits = runner.predict(_input_fn(features, is_training=False), batch_size=batch_size)["logits"]
-  if len(logits) != len(features):
-    raise RuntimeError(f"{len(features)} features but {len(logits)} predictions; prediction "
-                       "runs on one machine (all of its replicas) only.")
-  return logits, conll.predictions_to_tags(features, logits, sentences, labels)
 
 
 def score_predictions(sentences, predicted_tags, features, logits):
@@ -182,91 +174,110 @@ def score_predictions(sentences, predicted_tags, features, logits):
   return dict(report.to_dict(), loss=float(loss)), report
 
 
-def run_ner(*, bert_config_file, vocab_file, config, data_dir=None, train_file=None,
-            eval_file=None, predict_file=None, do_lower_case=True, max_seq_length=128,
-            do_train=False, do_eval=False, do_predict=False):
-  """Fine-tunes, evaluates and/or predicts a token classifier on CoNLL-style files.
+class NerTask(base.Task):
+  """Named-entity recognition (token classification) on CoNLL-style files.
 
   Args:
-    bert_config_file: the `bert_config.json` of the pre-trained model.
-    vocab_file: its WordPiece vocabulary.
-    config: the `runner.RunConfig` (output folder, init checkpoint, batch sizes,
-      learning rate, epochs, warmup, export, engine).
+    bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`;
+      `max_seq_length` counts WordPieces per feature, `[CLS]` and `[SEP]` included; longer
+      sentences are split between words.
+    output_dir: the run's output folder (`RunConfig.output_dir`): its `labels.txt`, written by
+      a training run, gives the labels of a run that does not train, and must match the
+      training file's when training resumes; None to take the labels from the training file
+      only.
     data_dir: a folder with `train.txt`, `dev.txt` or `valid.txt`, `test.txt` (or `.conll`).
     train_file: the training file, instead of `data_dir`'s; its tags are the labels.
     eval_file: the tagged evaluation file.
     predict_file: the file to tag (a tag column is optional).
-    do_lower_case: lower-case the text (uncased models).
-    max_seq_length: WordPieces per feature, `[CLS]` and `[SEP]` included; longer sentences are
-      split between words.
-    do_train: fine-tune (resuming from `config.output_dir`).
-    do_eval: evaluate into `eval_results.txt` and `eval_predictions.txt`.
-    do_predict: tag the predict file into `test_predictions.txt`.
-
-  Returns:
-    The evaluation results (dict of floats with `global_step`); empty without `do_eval`.
 
   Example:
 
-    run_ner(bert_config_file="cased_L-12_H-768_A-12/bert_config.json",
-            vocab_file="cased_L-12_H-768_A-12/vocab.txt", data_dir="conll2003",
-            do_lower_case=False, do_train=True, do_eval=True,
-            config=RunConfig(output_dir="/tmp/ner_output", learning_rate=5e-5,
-                                    init_checkpoint="cased_L-12_H-768_A-12"))
+    model = "cased_L-12_H-768_A-12"
+    task = NerTask(bert_config=BertConfig.from_json_file(f"{model}/bert_config.json"),
+                   vocab_file=f"{model}/vocab.txt", do_lower_case=False,
+                   output_dir="/tmp/ner_output", data_dir="conll2003")
+    driver.run(task, RunConfig(output_dir="/tmp/ner_output", learning_rate=5e-5,
+                               init_checkpoint=model),
+               Modes(train=True, eval=True))
   """
-  bert_config = BertConfig.from_json_file(bert_config_file)
-  run_lib.validate_run(do_train=do_train, do_eval=do_eval, do_predict=do_predict,
-                           bert_config=bert_config, max_seq_length=max_seq_length,
-                           do_lower_case=do_lower_case, init_checkpoint=config.init_checkpoint)
-  files = {split: _split_file(split, data_dir, path) for split, path, wanted in (
-      ("train", train_file, do_train), ("eval", eval_file, do_eval),
-      ("predict", predict_file, do_predict)) if wanted}
-  sentences = {split: conll.read_conll_file(path) for split, path in files.items()}
-  if do_eval and sentences["eval"][0].tags is None:
-    raise ValueError(f"{files['eval']} has no tag column; evaluation needs gold tags.")
-  labels = _labels(config.output_dir, sentences.get("train"),
-                   files.get("train") or _train_file_if_any(data_dir, train_file))
-  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, bert_config.vocab_size)
-  features, summary = {}, []
-  for split, split_sentences in sentences.items():
-    features[split] = conll.convert_sentences_to_features(split_sentences, labels, tokenizer,
-                                                          max_seq_length)
-    summary.append(f"{split}: {len(split_sentences)} sentences from {files[split]} "
-                   f"({features[split].num_split_sentences} split, "
-                   f"{features[split].num_truncated_words} words truncated)")
 
-  runner = run_lib.Runner(
-      lambda: BertTokenClassifier(bert_config, num_classes=len(labels)),
-      token_classification_loss, config, metrics_fn=token_classification_metrics,
-      num_train_examples=len(features["train"]) if do_train else None)
-  if not do_train and runner.global_step == 0:
-    logging.warning("%s holds no fine-tuned checkpoint: the tagging layer is untrained.",
-                    config.output_dir)
-  written = []
-  if do_train:
+  name = "NER"
+
+  def __init__(self, *, output_dir=None, data_dir=None, train_file=None, eval_file=None,
+               predict_file=None, **kwargs):
+    super().__init__(**kwargs)
+    self.output_dir = output_dir
+    self.data_dir = data_dir
+    self.paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
+    self.files, self.sentences, self.features = {}, {}, {}
+    self.labels = None
+
+  def validate(self, modes, init_checkpoint=None):
+    """Reads every split the run needs and the labels; checks every tag against the labels."""
+    super().validate(modes, init_checkpoint)
+    self.files = {split: _split_file(split, self.data_dir, self.paths[split])
+                  for split in modes.names()}
+    self.sentences = {split: conll.read_conll_file(path) for split, path in self.files.items()}
+    if modes.eval and self.sentences["eval"][0].tags is None:
+      raise ValueError(f"{self.files['eval']} has no tag column; evaluation needs gold tags.")
+    self.labels = _labels(self.output_dir, self.sentences.get("train"),
+                          self.files.get("train") or _train_file_if_any(self.data_dir,
+                                                                        self.paths["train"]))
+    for sentences in self.sentences.values():
+      conll.check_tags(sentences, self.labels)
+    self.summary.append(f"{len(self.labels)} labels")
+    for split, sentences in self.sentences.items():
+      self.features[split] = features = conll.convert_sentences_to_features(
+          sentences, self.labels, self.tokenizer, self.max_seq_length)
+      self.summary.append(f"{split}: {len(sentences)} sentences from {self.files[split]} "
+                          f"({features.num_split_sentences} split, "
+                          f"{features.num_truncated_words} words truncated)")
+
+  def build_model(self):
+    return BertTokenClassifier(self.bert_config, num_classes=len(self.labels))
+
+  def loss(self, outputs, labels):
+    return token_classification_loss(outputs, labels)
+
+  def metrics(self, outputs, labels):
+    return token_classification_metrics(outputs, labels)
+
+  def num_train_examples(self):
+    return len(self.features["train"])
+
+  def train_input_fn(self, runner):
+    """Writes `labels.txt` into the output folder (on the chief); the training input."""
     if runner.is_chief:
-      write_labels(os.path.join(config.output_dir, LABELS_FILE), labels)
-    runner.train(_input_fn(features["train"], is_training=True, seed=config.engine.seed))
-  results = {}
-  if do_eval:
-    logits, tags = _predict_tags(runner, sentences["eval"], features["eval"], labels,
-                                 batch_size=config.eval_batch_size)
-    metrics, report = score_predictions(sentences["eval"], tags, features["eval"], logits)
-    logging.info("Entity-level scores on %s:\n%s", files["eval"], report.format())
-    results = runner.eval_results(metrics)
+      write_labels(os.path.join(runner.config.output_dir, LABELS_FILE), self.labels)
+    return _input_fn(self.features["train"], is_training=True, seed=runner.config.engine.seed)
+
+  def _predict_tags(self, runner, split, batch_size=None):
+    """Runs the model over a split; returns `(logits, tags per sentence)`."""
+    features = self.features[split]
+    logits = runner.predict(_input_fn(features, is_training=False),
+                            batch_size=batch_size)["logits"]
+    return logits, conll.predictions_to_tags(features, logits, self.sentences[split],
+                                             self.labels)
+
+  def evaluate(self, runner):
+    """Scores the evaluation file; writes `eval_predictions.txt` (on the chief)."""
+    logits, tags = self._predict_tags(runner, "eval", batch_size=runner.config.eval_batch_size)
+    sentences = self.sentences["eval"]
+    metrics, report = score_predictions(sentences, tags, self.features["eval"], logits)
+    logging.info("Entity-level scores on %s:\n%s", self.files["eval"], report.format())
     if runner.is_chief:
-      path = os.path.join(config.output_dir, EVAL_PREDICTIONS)
-      conll.write_predictions(path, sentences["eval"], tags)
-      written += [runner.write_eval_results(results), path]
-  if do_predict:
-    _, tags = _predict_tags(runner, sentences["predict"], features["predict"], labels)
-    if runner.is_chief:
-      path = os.path.join(config.output_dir, TEST_PREDICTIONS)
-      conll.write_predictions(path, sentences["predict"], tags)
-      written.append(path)
-  if do_train or config.export_dir:
-    written.append(runner.save(vocab_file=vocab_file, do_lower_case=do_lower_case,
-                               max_seq_length=max_seq_length, labels=labels))
-  logging.info("***** Summary *****  NER, %d labels, step %d; %s; wrote %s", len(labels),
-               runner.global_step, "; ".join(summary), ", ".join(written))
-  return results
+      path = os.path.join(runner.config.output_dir, EVAL_PREDICTIONS)
+      conll.write_predictions(path, sentences, tags)
+      self.summary.append(f"eval predictions in {path}")
+    return runner.eval_results(metrics)
+
+  def predict(self, runner):
+    _, tags = self._predict_tags(runner, "predict")
+    if not runner.is_chief:
+      return []
+    path = os.path.join(runner.config.output_dir, TEST_PREDICTIONS)
+    conll.write_predictions(path, self.sentences["predict"], tags)
+    return [path]
+
+  def model_folder_fields(self):
+    return {"labels": self.labels}
