@@ -7,7 +7,7 @@ command-line front end of `convert`.
 
 from official_bert.checkpoints.converter import (CONFIG_NAME, ENCODER_WEIGHTS, PRETRAINER_WEIGHTS,
                                                  VOCAB_NAME, convert, export_pretrained_dir,
-                                                 load_encoder, load_pretrainer,
+                                                 load_encoder, load_pretrainer, read_config,
                                                  restore_encoder_weights,
                                                  restore_pretrainer_weights, write_dir)
 from official_bert.checkpoints.huggingface import (hf_to_original, load_hf_checkpoint,
