@@ -10,7 +10,9 @@ import pytest
 
 from conftest import minilm_model_dir
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
-from official_bert.tasks import feature_extraction
+from official_bert.tasks import driver, feature_extraction
+from official_bert.tasks.base import Modes
+from official_bert.tasks.runner import RunConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "."]
@@ -38,6 +40,17 @@ def input_file(tmp_path):
   return path
 
 
+def _extract(input_file, output_file, init_checkpoint, batch_size=32, export_dir=None,
+             **task_args):
+  """Runs the task as extract_features.py does (output_dir: the output file's folder)."""
+  task = feature_extraction.FeatureExtractionTask(input_file=str(input_file),
+                                                  output_file=str(output_file), **task_args)
+  driver.run(task, RunConfig(output_dir=os.path.dirname(str(output_file)),
+                             init_checkpoint=init_checkpoint, predict_batch_size=batch_size,
+                             export_dir=export_dir), Modes(predict=True))
+  return task
+
+
 def _read_jsonl(path):
   with open(path) as f:
     return [json.loads(line) for line in f]
@@ -46,9 +59,9 @@ def _read_jsonl(path):
 def test_token_features_format_and_last_layer(checkpoint, input_file, tmp_path):
   encoder, ckpt = checkpoint
   output = tmp_path / "features.jsonl"
-  summary = feature_extraction.extract_features(str(input_file), str(output), ckpt,
-                                                layers="-1,0", max_seq_length=16, batch_size=3)
-  assert summary["examples"] == len(LINES) and summary["truncated"] == 0
+  task = _extract(input_file, output, ckpt, layers="-1,0", max_seq_length=16, batch_size=3)
+  assert len(task.examples) == len(LINES) and task.features.num_truncated == 0
+  assert task.summary == [f"{input_file}: {len(LINES)} lines, 0 truncated"]
   records = _read_jsonl(output)
   assert [r["linex_index"] for r in records] == [0, 1, 2, 3]
   assert [f["token"] for f in records[1]["features"]] == [
@@ -82,10 +95,9 @@ def test_token_features_format_and_last_layer(checkpoint, input_file, tmp_path):
 def test_pooled_embeddings_cls_and_mean(checkpoint, input_file, tmp_path):
   encoder, ckpt = checkpoint
   tokens_file, cls_file, mean_file = (tmp_path / f"{n}.jsonl" for n in ("tok", "cls", "mean"))
-  feature_extraction.extract_features(str(input_file), str(tokens_file), ckpt, layers="-1")
-  feature_extraction.extract_features(str(input_file), str(cls_file), ckpt, pooling="cls",
-                                      normalize=True)
-  feature_extraction.extract_features(str(input_file), str(mean_file), ckpt, pooling="mean")
+  _extract(input_file, tokens_file, ckpt, layers="-1")
+  _extract(input_file, cls_file, ckpt, pooling="cls", normalize=True)
+  _extract(input_file, mean_file, ckpt, pooling="mean")
   token_records = _read_jsonl(tokens_file)
   for record, cls, mean in zip(token_records, _read_jsonl(cls_file), _read_jsonl(mean_file)):
     assert cls["linex_index"] == mean["linex_index"] == record["linex_index"]
@@ -101,8 +113,7 @@ def test_minilm_mean_embeddings_reproduce_published_similarities(tmp_path):
   input_file.write_text("A man is eating food.\nA man is eating a piece of bread.\n"
                         "A man is riding a horse.\n")
   output = tmp_path / "embeddings.jsonl"
-  feature_extraction.extract_features(str(input_file), str(output), str(model_dir),
-                                      pooling="mean", normalize=True)
+  _extract(input_file, output, str(model_dir), pooling="mean", normalize=True)
   food, bread, horse = (np.array(r["embedding"]) for r in _read_jsonl(output))
   assert np.linalg.norm(food) == pytest.approx(1.0, abs=1e-5)
   assert food @ bread == pytest.approx(0.7553, abs=1e-3)
@@ -129,23 +140,62 @@ def test_bad_input_is_named(checkpoint, tmp_path):
   good.write_text("the cat\n")
   output = tmp_path / "out.jsonl"
   with pytest.raises(ValueError, match="layer index 2 is outside the encoder's 2 layers"):
-    feature_extraction.extract_features(str(good), str(output), ckpt, layers="-1,2")
-  with pytest.raises(ValueError, match="max_position_embeddings=128"):
-    feature_extraction.extract_features(str(good), str(output), ckpt, max_seq_length=200)
+    _extract(good, output, ckpt, layers="-1,2")
+  with pytest.raises(ValueError, match=r"up to sequence length 128 \(max_position_embeddings\)"):
+    _extract(good, output, ckpt, max_seq_length=200)
+  with pytest.raises(ValueError, match="pooling must be one of"):
+    _extract(good, output, ckpt, pooling="max")
+  with pytest.raises(ValueError, match="needs init_checkpoint"):
+    _extract(good, output, None)
+  with pytest.raises(ValueError, match="cannot train"):
+    feature_extraction.FeatureExtractionTask(input_file=str(good), output_file=str(output)
+                                             ).validate(Modes(train=True, predict=True), ckpt)
+  taken = tmp_path / "taken_export"
+  taken.mkdir()
+  (taken / "saved_model.pb").write_text("")
+  with pytest.raises(FileExistsError, match="is not empty"):
+    _extract(good, output, ckpt, layers="-1", export_dir=str(taken))
   assert not output.exists()
 
 
-def test_a_failed_write_leaves_the_old_output(tmp_path):
+def test_an_encoder_not_loaded_from_a_checkpoint_is_refused(tmp_path):
+  task = feature_extraction.FeatureExtractionTask(input_file="in.txt", output_file="out.jsonl")
+  with pytest.raises(ValueError, match="features of an untrained encoder are meaningless"):
+    task.untrained(str(tmp_path))
+
+
+def test_checkpoints_beside_the_output_are_ignored_and_nothing_is_added(checkpoint, input_file,
+                                                                        tmp_path):
+  import tensorflow as tf
+
+  ckpt = checkpoint[1]
+  clean = tmp_path / "clean" / "features.jsonl"
+  _extract(input_file, clean, ckpt, layers="-1", max_seq_length=16)
+  # A training checkpoint of another encoder of the same shape lies in the output folder.
+  busy = tmp_path / "busy"
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=BertEncoder(CONFIG),
+                          global_step=tf.Variable(5, dtype=tf.int64)), str(busy), 1).save()
+  before = sorted(os.listdir(busy))
+  _extract(input_file, busy / "features.jsonl", ckpt, layers="-1", max_seq_length=16)
+  assert (busy / "features.jsonl").read_text() == clean.read_text()
+  assert sorted(os.listdir(busy)) == sorted(before + ["features.jsonl"])
+  assert os.listdir(clean.parent) == ["features.jsonl"]
+
+
+def test_a_failed_run_leaves_the_old_output(checkpoint, input_file, tmp_path, monkeypatch):
   output = tmp_path / "out.jsonl"
   output.write_text("old\n")
 
-  def lines():
+  def failing_lines(*args):
     yield "new\n"
     raise RuntimeError("encoder failed")
 
+  monkeypatch.setattr(feature_extraction, "_token_lines", failing_lines)
   with pytest.raises(RuntimeError, match="encoder failed"):
-    feature_extraction._write_atomically(str(output), lines())
-  assert output.read_text() == "old\n" and os.listdir(tmp_path) == ["out.jsonl"]
+    _extract(input_file, output, checkpoint[1], layers="-1", max_seq_length=16)
+  assert output.read_text() == "old\n"
+  assert sorted(os.listdir(tmp_path)) == ["input.txt", "out.jsonl"]
 
 
 @pytest.mark.slow

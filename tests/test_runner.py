@@ -71,12 +71,13 @@ class _ToyTask(base.Task):
     return self.num_examples
 
 
-def _runner(output_dir, num_train_examples=48, **config):
+def _runner(output_dir, num_train_examples=48, resumes=True, **config):
   config = run_lib.RunConfig(
       output_dir=str(output_dir), train_batch_size=8, eval_batch_size=16, predict_batch_size=20,
       learning_rate=1e-3, num_train_epochs=2.0, engine=ENGINE, **config)
-  return run_lib.Runner(_ToyTask(num_train_examples), config,
-                        train=num_train_examples is not None)
+  task = _ToyTask(num_train_examples)
+  task.resumes = resumes
+  return run_lib.Runner(task, config, train=num_train_examples is not None)
 
 
 def _weights(model):
@@ -123,6 +124,13 @@ def test_init_checkpoint_loads_the_encoder_unless_there_is_a_checkpoint_to_resum
   resumed = _runner(tmp_path / "out", init_checkpoint=str(tmp_path / "pretrained"))
   assert resumed.global_step == 4
   for expected, actual in zip(trained, _weights(resumed.model)):
+    np.testing.assert_array_equal(expected, actual)
+
+  # A task that does not resume starts from init_checkpoint whatever lies in output_dir.
+  fresh = _runner(tmp_path / "out", num_train_examples=None, resumes=False,
+                  init_checkpoint=str(tmp_path / "pretrained"))
+  assert fresh.global_step == 0
+  for expected, actual in zip(_weights(pretrained), _weights(fresh.model.encoder)):
     np.testing.assert_array_equal(expected, actual)
 
 

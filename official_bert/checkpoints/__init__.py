@@ -12,6 +12,7 @@ from official_bert.checkpoints.converter import (
                                                  load_encoder,
                                                  load_model,
                                                  load_pretrainer,
+                                                 read_config,
                                                  restore_encoder_weights,
                                                  restore_pretrainer_weights,
                                                  write_dir,

@@ -97,6 +97,21 @@ def _restore(model, kind, location):
     huggingface.load_hf_checkpoint(model, location)
 
 
+def read_config(path, config=None):
+  """The `BertConfig` of a checkpoint, without loading its weights.
+
+  Args:
+    path: anything `load_encoder` accepts (checked to hold a checkpoint).
+    config: optional `BertConfig`, dict or json path to use instead of the file beside the
+      weights, as in `load_encoder`.
+
+  Returns:
+    The `BertConfig`.
+  """
+  kind, _, config_file = _locate(path)
+  return _resolve_config(config, kind, config_file, path)
+
+
 def load_encoder(path, config=None, dtype=None):
   """Builds a `BertEncoder` and loads its weights from a checkpoint.
 

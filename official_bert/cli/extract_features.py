@@ -19,9 +19,11 @@ SavedModel of the encoder (raw text or token ids in; `sequence_output`, `pooled_
 `encoder_outputs` out, like TF Hub's BERT encoders).
 """
 
+import os
+
 from absl import app, flags
 
-from official_bert.tasks import feature_extraction
+from official_bert.tasks import base, driver, feature_extraction, runner
 
 flags.DEFINE_string("input_file", None, "Input text: one sequence per line, ' ||| ' between a "
                     "pair.")
@@ -57,12 +59,18 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  feature_extraction.extract_features(
-      FLAGS.input_file, FLAGS.output_file, FLAGS.init_checkpoint, vocab_file=FLAGS.vocab_file,
-      bert_config_file=FLAGS.bert_config_file, layers=FLAGS.layers,
-      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-      batch_size=FLAGS.batch_size, pooling=FLAGS.pooling, pooling_layer=FLAGS.pooling_layer,
-      normalize=FLAGS.normalize, export_dir=FLAGS.export_dir)
+  driver.run(
+      feature_extraction.FeatureExtractionTask(
+          input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+          bert_config=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+          do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+          layers=FLAGS.layers, pooling=FLAGS.pooling, pooling_layer=FLAGS.pooling_layer,
+          normalize=FLAGS.normalize),
+      # The task reads nothing from output_dir and writes only --output_file there.
+      runner.RunConfig(output_dir=os.path.dirname(FLAGS.output_file) or os.curdir,
+                       init_checkpoint=FLAGS.init_checkpoint,
+                       predict_batch_size=FLAGS.batch_size, export_dir=FLAGS.export_dir),
+      base.Modes(predict=True))
 
 
 def run():

@@ -68,7 +68,10 @@ class Task(abc.ABC):
   has: `validate` (read and check every split the run needs, before any training),
   `num_train_examples` and `train_input_fn` to train, `evaluate` and `predict`, and
   `model_folder_fields` for what the saved model folder records. `supported_modes` lists the
-  modes a task has (feature extraction only predicts).
+  modes a task has (feature extraction only predicts); `resumes` says whether a run continues
+  from the newest checkpoint in `output_dir` (False for a task that only runs a pre-trained
+  model, which then always starts from `init_checkpoint` and never reads checkpoints that
+  happen to lie in its output folder).
 
   Args:
     bert_config: the encoder's `BertConfig`.
@@ -83,6 +86,7 @@ class Task(abc.ABC):
 
   name = "task"
   supported_modes = ("train", "eval", "predict")
+  resumes = True
 
   def __init__(self, *, bert_config, vocab_file, do_lower_case=True, max_seq_length=128):
     self.bert_config = bert_config

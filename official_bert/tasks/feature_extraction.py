@@ -1,9 +1,12 @@
 """Feature-based use of BERT: per-token activations of chosen layers, or one vector per text.
 
-`extract_features` is the library behind `extract_features.py`. Its input has one text a line, a
-pair of texts separated by ` ||| `; each is packed as `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`
-(the longer text losing tokens first when the pair does not fit, as in the original). The output
-has one JSON object a line, in the format of the original release:
+`FeatureExtractionTask` is the library behind `extract_features.py`: a task that only predicts,
+run by `driver.run` with `Modes(predict=True)`. Its model is the pre-trained `BertEncoder` of
+the run's `init_checkpoint` (required: the features of a random encoder are meaningless). Its
+input has one text a line, a pair of texts separated by ` ||| `; each is packed as
+`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` (the longer text losing tokens first when the pair
+does not fit, as in the original). Its output, `output_file`, has one JSON object a line, in the
+format of the original release:
 
     {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [{"index": -1,
       "values": [0.123457, ...]}, ...]}, ...]}
@@ -11,35 +14,49 @@ has one JSON object a line, in the format of the original release:
 with every value rounded to 6 decimals. With `pooling` set, each line is instead one vector,
 `{"linex_index": 0, "embedding": [...]}`: the `[CLS]` vector (`cls`) or the mean over the real
 tokens, `[CLS]` and `[SEP]` included (`mean`, sentence-transformers' pooling) of one layer,
-L2-normalised with `normalize`, so that dot products are cosine similarities.
+L2-normalised with `normalize`, so that dot products are cosine similarities. With the run's
+`export_dir` set, the encoder is also exported as a SavedModel (`FeatureExtractionTask.save`).
+
+The run's `output_dir` holds nothing of this task: the task never resumes from a checkpoint
+there (`resumes = False`; the encoder always comes from `init_checkpoint`) and writes only
+`output_file`. The tool passes the folder of `--output_file`, so that a run creates that folder
+and nothing else.
 
 Example:
 
-  summary = extract_features("input.txt", "output.jsonl", init_checkpoint="uncased_L-4_H-256_A-4",
-                             layers="-1,-2")
-  summary = extract_features("input.txt", "embeddings.jsonl", init_checkpoint="all-MiniLM-L6-v2",
-                             pooling="mean", normalize=True)
+  task = FeatureExtractionTask(input_file="input.txt", output_file="out/features.jsonl",
+                               layers="-1,-2")
+  driver.run(task, RunConfig(output_dir="out", init_checkpoint="uncased_L-4_H-256_A-4"),
+             Modes(predict=True))
+  task = FeatureExtractionTask(input_file="input.txt", output_file="out/embeddings.jsonl",
+                               pooling="mean", normalize=True, do_lower_case=True)
+  driver.run(task, RunConfig(output_dir="out", init_checkpoint="all-MiniLM-L6-v2",
+                             predict_batch_size=64), Modes(predict=True))
 """
 
 import dataclasses
 import json
 import os
 import re
-import tempfile
 import time
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import export, tokenization
-from official_bert.checkpoints import VOCAB_NAME, load_encoder
+from official_bert import export, file_io, tokenization
+from official_bert.checkpoints import VOCAB_NAME, read_config
+from official_bert.export import archive
+from official_bert.networks.bert_encoder import BertEncoder
+from official_bert.tasks import base
 
 POOLINGS = ("cls", "mean")
 # The separator of a text pair on one input line: the original's regex, `^(.*) \|\|\| (.*)$`.
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 _DECIMALS = 6
 _LOG_EVERY_BATCHES = 100
+_NEEDS_CHECKPOINT = ("Feature extraction needs init_checkpoint (a pre-trained model): the "
+                     "features of an untrained encoder are meaningless.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,97 +260,175 @@ def _default_vocab(init_checkpoint):
   return None
 
 
-def _write_atomically(output_file, lines):
-  """Writes the lines to a temporary file beside `output_file`, then renames it into place."""
-  folder = os.path.dirname(os.path.abspath(output_file))
-  os.makedirs(folder, exist_ok=True)
-  with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, delete=False,
-                                   prefix=os.path.basename(output_file) + ".",
-                                   suffix=".tmp") as f:
-    try:
-      f.writelines(lines)
-    except BaseException:
-      f.close()
-      os.remove(f.name)
-      raise
-  os.replace(f.name, output_file)
-
-
-def extract_features(input_file, output_file, init_checkpoint, vocab_file=None,
-                     bert_config_file=None, layers="-1,-2,-3,-4", do_lower_case=True,
-                     max_seq_length=128, batch_size=32, pooling=None, pooling_layer=-1,
-                     normalize=False, export_dir=None):
+class FeatureExtractionTask(base.Task):
   """Runs a pre-trained encoder over a text file and writes its activations as JSON lines.
+
+  Only predicts, from the run's `init_checkpoint` (a converted folder, an original TF1
+  `bert_model.ckpt` prefix or folder, or a Hugging Face folder; see
+  `official_bert.checkpoints.load_encoder`), in batches of the run's `predict_batch_size`.
 
   Args:
     input_file: one text per line; ` ||| ` separates a pair.
     output_file: the JSON-lines output, written atomically (a temporary file, then renamed).
-    init_checkpoint: a converted folder, an original TF1 `bert_model.ckpt` prefix or folder, or
-      a Hugging Face folder (see `official_bert.checkpoints.load_encoder`).
+    bert_config: the encoder's `BertConfig` or the path of its `bert_config.json`; by default
+      the one beside the init checkpoint.
     vocab_file: the WordPiece vocabulary; by default the `vocab.txt` beside the checkpoint.
-    bert_config_file: the `bert_config.json`; by default the one beside the checkpoint.
-    layers: the layers whose per-token values are written (`"-1,-2,-3,-4"`: the last four).
     do_lower_case: lower-case the text (uncased models); checked against the checkpoint.
     max_seq_length: longest packed sequence; longer texts are truncated (and counted).
-    batch_size: texts per encoder call.
+    layers: the layers whose per-token values are written (`"-1,-2,-3,-4"`: the last four), a
+      comma-separated string or a list of ints.
     pooling: None for per-token features, or `cls` / `mean` for one vector per line.
     pooling_layer: the layer that `pooling` reads (-1: the last).
     normalize: L2-normalise the pooled vectors.
-    export_dir: optional new (or empty) folder for a SavedModel of the encoder: raw text or
-      token ids in, `sequence_output`, `pooled_output` and `encoder_outputs` out, like TF Hub's
-      BERT encoders (see `official_bert.export.export_encoder`).
 
-  Returns:
-    A dict with `examples`, `truncated`, `seconds` and `output_file`.
+  Attributes (after `validate`):
+    examples: the `InputExample`s read.
+    features: their `ExtractionFeatures` (`num_truncated` counts the truncated ones).
+    layer_indexes: the layers written (`[pooling_layer]` with pooling).
+
+  Example (a small random encoder stands in for a pre-trained one):
+
+  >>> import os, tempfile
+  >>> from official_bert import BertConfig, BertEncoder, export_pretrained_dir
+  >>> from official_bert.tasks import driver
+  >>> from official_bert.tasks.base import Modes
+  >>> from official_bert.tasks.runner import RunConfig
+  >>> temporary = tempfile.TemporaryDirectory()
+  >>> folder = temporary.name
+  >>> with open(os.path.join(folder, "words.txt"), "w") as f:
+  ...   _ = f.write("[PAD]\\n[UNK]\\n[CLS]\\n[SEP]\\nhello\\nworld\\n")
+  >>> config = BertConfig(vocab_size=6, hidden_size=8, num_hidden_layers=2,
+  ...                     num_attention_heads=2, intermediate_size=16)
+  >>> model = export_pretrained_dir(BertEncoder(config), config, os.path.join(folder, "model"),
+  ...                               vocab_file=os.path.join(folder, "words.txt"))
+  >>> with open(os.path.join(folder, "input.txt"), "w") as f:
+  ...   _ = f.write("hello world\\nhello ||| world\\n")
+  >>> task = FeatureExtractionTask(input_file=os.path.join(folder, "input.txt"),
+  ...                              output_file=os.path.join(folder, "out", "features.jsonl"),
+  ...                              layers="-1,0")
+  >>> _ = driver.run(task, RunConfig(output_dir=os.path.join(folder, "out"),
+  ...                                init_checkpoint=model), Modes(predict=True))
+  >>> with open(os.path.join(folder, "out", "features.jsonl")) as f:
+  ...   first = json.loads(f.readline())
+  >>> [token["token"] for token in first["features"]]
+  ['[CLS]', 'hello', 'world', '[SEP]']
+  >>> [layer["index"] for layer in first["features"][0]["layers"]]
+  [-1, 0]
+  >>> os.listdir(os.path.join(folder, "out"))
+  ['features.jsonl']
+  >>> temporary.cleanup()
   """
-  if pooling is not None and pooling not in POOLINGS:
-    raise ValueError(f"pooling must be one of {POOLINGS} or None, got {pooling!r}")
-  vocab_file = vocab_file or _default_vocab(init_checkpoint)
-  if vocab_file is None:
-    raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside {init_checkpoint}")
-  tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-  start = time.perf_counter()
-  encoder = load_encoder(init_checkpoint, config=bert_config_file)
-  config = encoder.config
-  if max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"max_seq_length={max_seq_length} exceeds the model's "
-                     f"max_position_embeddings={config.max_position_embeddings}")
-  layer_indexes = parse_layers([pooling_layer] if pooling else layers, config.num_hidden_layers)
-  tokenizer = tokenization.model_tokenizer(vocab_file, do_lower_case, config.vocab_size)
-  if export_dir:
-    # Before the extraction, so that a taken export_dir stops the run before the long part.
-    export.export_encoder(encoder, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
-                          max_seq_length=max_seq_length)
-  examples = read_examples(input_file)
-  features = convert_examples_to_features(examples, tokenizer, max_seq_length)
 
-  @tf.function(reduce_retracing=True)
-  def run(inputs):
-    layer_outputs = encoder(inputs, training=False)["encoder_outputs"]
-    selected = [tf.cast(layer_outputs[i], tf.float32) for i in layer_indexes]
-    if pooling:
-      return [pool(selected[0], inputs["input_mask"], pooling, normalize)]
-    return selected
+  name = "feature extraction"
+  supported_modes = ("predict",)
+  # The encoder always comes from init_checkpoint: output_file's folder may hold anything.
+  resumes = False
 
-  def lines():
-    begin = 0
-    for batch_number, inputs in enumerate(make_dataset(features, batch_size), start=1):
-      outputs = [output.numpy() for output in run(inputs)]
-      end = begin + len(outputs[0])
-      ids = [example.unique_id for example in examples[begin:end]]
+  def __init__(self, *, input_file, output_file, bert_config=None, vocab_file=None,
+               do_lower_case=True, max_seq_length=128, layers="-1,-2,-3,-4", pooling=None,
+               pooling_layer=-1, normalize=False):
+    super().__init__(bert_config=None, vocab_file=vocab_file, do_lower_case=do_lower_case,
+                     max_seq_length=max_seq_length)
+    self.input_file = input_file
+    self.output_file = os.fspath(output_file)
+    self.bert_config_source = bert_config
+    self.layers = layers
+    self.pooling = pooling
+    self.pooling_layer = pooling_layer
+    self.normalize = normalize
+    self.examples = self.features = self.layer_indexes = None
+    self._initialized = False
+
+  def validate(self, modes, init_checkpoint=None):
+    """Checks the options, reads the config, the vocabulary and the whole input, and packs it,
+    before the encoder is built."""
+    if self.pooling is not None and self.pooling not in POOLINGS:
+      raise ValueError(f"pooling must be one of {POOLINGS} or None, got {self.pooling!r}")
+    if not init_checkpoint:
+      raise ValueError(_NEEDS_CHECKPOINT)
+    self.bert_config = read_config(init_checkpoint, self.bert_config_source)
+    self.vocab_file = self.vocab_file or _default_vocab(init_checkpoint)
+    if self.vocab_file is None:
+      raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside {init_checkpoint}")
+    super().validate(modes, init_checkpoint)
+    self.layer_indexes = parse_layers([self.pooling_layer] if self.pooling else self.layers,
+                                      self.bert_config.num_hidden_layers)
+    self.examples = read_examples(self.input_file)
+    self.features = convert_examples_to_features(self.examples, self.tokenizer,
+                                                 self.max_seq_length)
+    self.summary.append(f"{self.input_file}: {len(self.examples)} lines, "
+                        f"{self.features.num_truncated} truncated")
+
+  # === The model: the pre-trained encoder ===
+
+  def build_model(self):
+    return BertEncoder(self.bert_config)
+
+  def loss(self, outputs, labels):
+    raise NotImplementedError("Feature extraction does not train.")
+
+  def initialize(self, model, init_checkpoint):
+    super().initialize(model, init_checkpoint)
+    self._initialized = True
+
+  def untrained(self, output_dir):
+    """Raises unless the encoder was loaded from the init checkpoint: there is no fine-tuned
+    checkpoint to look for, and the features of a random encoder are meaningless."""
+    if not self._initialized:
+      raise ValueError(_NEEDS_CHECKPOINT)
+
+  # === The outputs ===
+
+  def predict(self, runner):
+    """Encodes the input in batches of `predict_batch_size` and writes `output_file`."""
+    export_dir = runner.config.export_dir
+    if export_dir:
+      # Before the long part: a taken export_dir would otherwise fail only at the end.
+      archive.check_export_dir(export_dir, overwrite=False)
+    start = time.perf_counter()
+    encoder, pooling, normalize, layer_indexes = (runner.model, self.pooling, self.normalize,
+                                                  self.layer_indexes)
+    examples, features = self.examples, self.features
+
+    @tf.function(reduce_retracing=True)
+    def encode(inputs):
+      layer_outputs = encoder(inputs, training=False)["encoder_outputs"]
+      selected = [tf.cast(layer_outputs[i], tf.float32) for i in layer_indexes]
       if pooling:
-        for unique_id, vector in zip(ids, outputs[0]):
-          yield json.dumps({"linex_index": unique_id, "embedding": _rounded(vector)}) + "\n"
-      else:
-        yield from _token_lines(features.tokens[begin:end], ids, outputs, layer_indexes)
-      if batch_number % _LOG_EVERY_BATCHES == 0:
-        logging.info("Encoded %d of %d lines.", end, len(examples))
-      begin = end
+        return [pool(selected[0], inputs["input_mask"], pooling, normalize)]
+      return selected
 
-  _write_atomically(output_file, lines())
-  seconds = time.perf_counter() - start
-  logging.info("Wrote %s for %d lines (%d truncated) to %s in %.1f s.",
-               f"{pooling} embeddings" if pooling else f"layers {layer_indexes}", len(examples),
-               features.num_truncated, output_file, seconds)
-  return {"examples": len(examples), "truncated": features.num_truncated, "seconds": seconds,
-          "output_file": output_file}
+    folder = os.path.dirname(self.output_file)
+    if folder:
+      tf.io.gfile.makedirs(folder)
+    with file_io.atomic_write(self.output_file) as f:
+      begin = 0
+      dataset = make_dataset(features, runner.config.predict_batch_size)
+      for batch_number, inputs in enumerate(dataset, start=1):
+        outputs = [output.numpy() for output in encode(inputs)]
+        end = begin + len(outputs[0])
+        ids = [example.unique_id for example in examples[begin:end]]
+        if pooling:
+          lines = (json.dumps({"linex_index": unique_id, "embedding": _rounded(vector)}) + "\n"
+                   for unique_id, vector in zip(ids, outputs[0]))
+        else:
+          lines = _token_lines(features.tokens[begin:end], ids, outputs, layer_indexes)
+        f.write("".join(lines))
+        if batch_number % _LOG_EVERY_BATCHES == 0:
+          logging.info("Encoded %d of %d lines.", end, len(examples))
+        begin = end
+    logging.info("Wrote %s for %d lines (%d truncated) to %s in %.1f s.",
+                 f"{pooling} embeddings" if pooling else f"layers {layer_indexes}",
+                 len(examples), features.num_truncated, self.output_file,
+                 time.perf_counter() - start)
+    return [self.output_file]
+
+  def save(self, runner):
+    """Exports the encoder to `export_dir` (raw text or token ids in; `sequence_output`,
+    `pooled_output` and `encoder_outputs` out, like TF Hub's BERT encoders; see
+    `official_bert.export.export_encoder`); writes nothing in `output_dir`."""
+    if not runner.config.export_dir:
+      return []
+    return [export.export_encoder(runner.model, runner.config.export_dir,
+                                  vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
+                                  max_seq_length=self.max_seq_length)]

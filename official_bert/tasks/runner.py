@@ -45,7 +45,8 @@ class RunConfig:
 
   Args:
     output_dir: checkpoints, TensorBoard summaries, `eval_results.txt`, the task's outputs and
-      the saved model go here; a run with the same `output_dir` resumes.
+      the saved model go here; a run with the same `output_dir` resumes (for the tasks that
+      resume: see `Task.resumes`).
     init_checkpoint: starting weights of the encoder: an original TF1 checkpoint (prefix or
       folder), a converted folder or a Hugging Face folder; None trains from scratch. Ignored when
       `output_dir` holds a checkpoint.
@@ -170,8 +171,8 @@ class Runner:
   """Builds a task's model under the engine's strategy and trains, evaluates and predicts with it.
 
   Creating the runner sets up the engine, builds the model (and, for a run that trains, the
-  optimizer and its schedule), restores the newest checkpoint of `output_dir` or else has the
-  task load `init_checkpoint`.
+  optimizer and its schedule), restores the newest checkpoint of `output_dir` (unless the task
+  does not resume: `Task.resumes`) or else has the task load `init_checkpoint`.
 
   Args:
     task: the `Task`: its `build_model` is called once, inside the strategy's scope; its
@@ -205,7 +206,8 @@ class Runner:
     self.trainer = Trainer(self.model, task.loss, optimizer, strategy=self.strategy,
                            model_dir=config.output_dir, config=engine, metrics_fn=task.metrics)
     self.is_chief = distribution.is_chief(self.strategy)
-    if self.trainer.restore() == 0 and config.init_checkpoint:
+    restored_step = self.trainer.restore() if task.resumes else 0
+    if restored_step == 0 and config.init_checkpoint:
       task.initialize(self.model, config.init_checkpoint)
 
   @property
