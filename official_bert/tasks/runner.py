@@ -29,7 +29,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import export, file_io, tokenization
+from official_bert import export, file_io
 from official_bert.checkpoints import save_model_dir
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
@@ -109,28 +109,6 @@ def training_steps(num_examples, train_batch_size, num_train_epochs, warmup_prop
                      f"{num_train_epochs} epochs make no training step; lower train_batch_size "
                      "or raise num_train_epochs.")
   return num_train_steps, int(num_train_steps * warmup_proportion)
-
-
-def validate_run(*, do_train, do_eval, do_predict, bert_config, max_seq_length,
-                 do_lower_case=None, init_checkpoint=None):
-  """The checks of the original scripts, before any work: raises `ValueError` on a misuse.
-
-  Args:
-    do_train, do_eval, do_predict: what the run does; at least one must be True.
-    bert_config: the model's `BertConfig`.
-    max_seq_length: the sequence length; at most `bert_config.max_position_embeddings`.
-    do_lower_case: the tokenizer's casing, checked against what `init_checkpoint` says of itself
-      (`tokenization.validate_case_matches_checkpoint`); None skips that check.
-    init_checkpoint: the starting checkpoint, if any.
-  """
-  if not (do_train or do_eval or do_predict):
-    raise ValueError("At least one of do_train, do_eval or do_predict must be True.")
-  if max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(f"Cannot use sequence length {max_seq_length} because the BERT model was "
-                     f"only trained up to sequence length {bert_config.max_position_embeddings} "
-                     "(max_position_embeddings).")
-  if do_lower_case is not None:
-    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
 
 
 def in_memory_input_fn(make_dataset):

@@ -1,0 +1,51 @@
+"""The command-line tools: installed commands, the original scripts, and the environment."""
+
+import ast
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _scripts():
+  with open(ROOT / "pyproject.toml", "rb") as f:
+    return tomllib.load(f)["project"]["scripts"]
+
+
+def _functions(path):
+  return {node.name for node in ast.parse(path.read_text()).body
+          if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_command_names_a_tool_with_a_run_function_and_its_original_script():
+  scripts = _scripts()
+  assert len(scripts) == 10
+  for command, target in scripts.items():
+    module, function = target.split(":")
+    assert module.startswith("official_bert.cli.") and function == "run", command
+    name = module.rsplit(".", 1)[1]
+    assert command == "bert-" + name.replace("_", "-")
+    assert "run" in _functions(ROOT / "official_bert" / "cli" / f"{name}.py"), command
+    if name != "convert_checkpoint":  # a tool of this package, not of the original
+      shim = (ROOT / f"{name}.py").read_text()
+      assert f"from official_bert.cli import {name}" in shim and f"{name}.run()" in shim
+
+
+def _imported(code, **env):
+  environment = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+  environment.update(env)
+  result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, check=True)
+  return result.stdout.split()
+
+
+def test_the_library_leaves_the_environment_alone_and_the_tools_turn_onednn_on():
+  report = ("import os, sys; print('tensorflow' in sys.modules, "
+            "os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset'))")
+  assert _imported("import official_bert; " + report) == ["False", "unset"]
+  assert _imported("import official_bert.cli; " + report) == ["False", "1"]
+  assert _imported("import official_bert.cli; " + report, TF_ENABLE_ONEDNN_OPTS="0") == [
+      "False", "0"]
