@@ -12,7 +12,7 @@ import pytest
 # cannot be imported into one process; they hold no examples, and their script tests run them.
 _TOOLS = pathlib.Path(__file__).parent / "official_bert" / "cli"
 collect_ignore = [str(path) for path in _TOOLS.glob("*.py")
-                  if path.stem not in ("__init__", "engine_flags", "fine_tuning_flags")]
+                  if path.stem not in ("__init__", "engine_flags", "fine_tuning_flags", "launch")]
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,10 @@ The vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK], then the learned piec
 script prints how the input tokenizes under it: tokens, [UNK] count and rate.
 """
 
-from absl import app, flags
+from absl import flags
 
 from official_bert import vocab_builder
+from official_bert.cli.launch import launch
 
 FLAGS = flags.FLAGS
 
@@ -18,11 +19,9 @@ flags.DEFINE_string("output_file", None, "Where to write the vocab.txt.")
 flags.DEFINE_integer("vocab_size", 30522, "The most lines the vocabulary may have.")
 flags.DEFINE_bool("do_lower_case", True, "Learn an uncased vocabulary (lower-case, strip accents).")
 flags.DEFINE_integer("max_input_lines", None, "Read at most this many lines in all.")
-flags.mark_flags_as_required(["input_file", "output_file"])
 
 
-def main(argv):
-  del argv
+def main():
   stats = vocab_builder.build_vocab(
       FLAGS.input_file, FLAGS.output_file, vocab_size=FLAGS.vocab_size,
       do_lower_case=FLAGS.do_lower_case, max_input_lines=FLAGS.max_input_lines)
@@ -35,7 +34,7 @@ def main(argv):
 
 def run():
   """The `bert-build-vocab` command (and `python build_vocab.py`)."""
-  app.run(main)
+  launch(main, ["input_file", "output_file"])
 
 
 if __name__ == "__main__":

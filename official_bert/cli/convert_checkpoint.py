@@ -10,9 +10,10 @@ pre-training heads, `encoder` otherwise; see `official_bert/checkpoints/model_di
 `official_bert.load_encoder(output_dir)` and every training script's `--init_checkpoint` read it.
 """
 
-from absl import app, flags
+from absl import flags
 
 from official_bert.checkpoints import converter
+from official_bert.cli.launch import launch
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -41,16 +42,10 @@ def convert_from_flags(flag_values):
                            config_file=flag_values.bert_config_file)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-  convert_from_flags(flags.FLAGS)
-
-
 def run():
   """The `bert-convert-checkpoint` command (`python -m official_bert.cli.convert_checkpoint`)."""
   define_flags()
-  app.run(main)
+  launch(lambda: convert_from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ next sentences come from the same shard).
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from official_bert import pretraining
+from official_bert.cli.launch import launch
 
 flags.DEFINE_string("input_file", None,
                     "Input text file(s): a comma-separated list of files or glob patterns.")
@@ -45,13 +46,10 @@ flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecord files.")
 flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
                    "MiB of text per shard; memory grows with it, and random next sentences are "
                    "drawn from the same shard.")
-flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main():
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
@@ -65,7 +63,7 @@ def main(argv):
 def run():
   """The `bert-create-pretraining-data` command (and `python create_pretraining_data.py`)."""
   try:
-    app.run(main)
+    launch(main, ["input_file", "output_file", "vocab_file"])
   except SystemExit as done:
     if done.code not in (None, 0):
       raise

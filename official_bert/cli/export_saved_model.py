@@ -9,9 +9,10 @@ signatures of each task are listed in `official_bert/export/saved_model.py`; a c
 TensorFlow and `import tensorflow_text` to run them.
 """
 
-from absl import app, flags
+from absl import flags
 
 from official_bert import export
+from official_bert.cli.launch import launch
 
 flags.DEFINE_string("model_dir", None,
                     "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
@@ -24,20 +25,17 @@ flags.DEFINE_bool("do_lower_case", None,
                   "Whether the model is uncased. Default: from model.json; required for a "
                   "pre-trained folder.")
 flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
-flags.mark_flags_as_required(["model_dir", "export_dir"])
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main():
   export.export_model_dir(FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
                           do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite)
 
 
 def run():
   """The `bert-export-saved-model` command (and `python export_saved_model.py`)."""
-  app.run(main)
+  launch(main, ["model_dir", "export_dir"])
 
 
 if __name__ == "__main__":

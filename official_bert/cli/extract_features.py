@@ -21,8 +21,9 @@ SavedModel of the encoder (raw text or token ids in; `sequence_output`, `pooled_
 
 import os
 
-from absl import app, flags
+from absl import flags
 
+from official_bert.cli.launch import launch
 from official_bert.tasks import base, driver, feature_extraction, runner
 
 flags.DEFINE_string("input_file", None, "Input text: one sequence per line, ' ||| ' between a "
@@ -56,9 +57,7 @@ flags.DEFINE_string("export_dir", None,
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main():
   driver.run(
       feature_extraction.FeatureExtractionTask(
           input_file=FLAGS.input_file, output_file=FLAGS.output_file,
@@ -75,8 +74,7 @@ def main(argv):
 
 def run():
   """The `bert-extract-features` command (and `python extract_features.py`)."""
-  flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
-  app.run(main)
+  launch(main, ["input_file", "output_file", "init_checkpoint"])
 
 
 if __name__ == "__main__":

@@ -7,20 +7,19 @@ whose original had other defaults changes them after defining the flags, e.g. fo
     fine_tuning_flags.define_fine_tuning_flags()   # + the engine and TPU flags
     flags.DEFINE_string("data_dir", None, ...)     # the task's own flags
 
-    def main(_):
-      driver.run(MyTask(**fine_tuning_flags.task_args_from_flags(), data_dir=FLAGS.data_dir),
-                 fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
+    def main():
+      fine_tuning_flags.run_task_from_flags(
+          MyTask(**fine_tuning_flags.task_args_from_flags(), data_dir=FLAGS.data_dir))
 
-    if __name__ == "__main__":
-      flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
-      app.run(main)
+    def run():
+      launch(main, fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
 """
 
 from absl import flags
 
 from official_bert.cli import engine_flags
 from official_bert.configs import BertConfig
-from official_bert.tasks import runner
+from official_bert.tasks import driver, runner
 from official_bert.tasks.base import Modes
 
 FLAGS = flags.FLAGS
@@ -100,6 +99,11 @@ def run_config_from_flags():
       export_dir=FLAGS.export_dir,
       engine=engine_flags.engine_config_from_flags(
           save_checkpoints_steps=FLAGS.save_checkpoints_steps))
+
+
+def run_task_from_flags(task):
+  """Runs `task` through the one driver with the run config and modes of the parsed flags."""
+  return driver.run(task, run_config_from_flags(), modes_from_flags())
 
 
 def modes_from_flags():

@@ -17,10 +17,11 @@ for `train/dev/test.{csv,tsv,jsonl}` in `--data_dir`. Outputs: `eval_results.txt
 `--export_dir` a serving SavedModel. Running the same command again resumes.
 """
 
-from absl import app, flags
+from absl import flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import classification, driver
+from official_bert.cli.launch import launch
+from official_bert.tasks import classification
 
 FLAGS = flags.FLAGS
 
@@ -51,22 +52,18 @@ _CUSTOM_FLAGS = ("text_a_column", "text_b_column", "label_column", "is_regressio
                  "train_file", "dev_file", "test_file")
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  driver.run(
+def main():
+  fine_tuning_flags.run_task_from_flags(
       classification.ClassificationTask(
           **fine_tuning_flags.task_args_from_flags(), task_name=FLAGS.task_name,
           data_dir=FLAGS.data_dir, tfds_name=FLAGS.tfds_name,
           custom_options={name: FLAGS[name].value for name in _CUSTOM_FLAGS if FLAGS[name].present},
-          skip_malformed_rows=FLAGS.skip_malformed_rows),
-      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
+          skip_malformed_rows=FLAGS.skip_malformed_rows))
 
 
 def run():
   """The `bert-run-classifier` command (and `python run_classifier.py`)."""
-  flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS)
-  app.run(main)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ original word), the fine-tuned model folder, and with `--export_dir` a serving S
 Running the same command again resumes.
 """
 
-from absl import app, flags
+from absl import flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import driver, tagging
+from official_bert.cli.launch import launch
+from official_bert.tasks import tagging
 
 FLAGS = flags.FLAGS
 
@@ -34,19 +35,15 @@ fine_tuning_flags.define_split_file_flags(
 fine_tuning_flags.define_fine_tuning_flags()
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  driver.run(
+def main():
+  fine_tuning_flags.run_task_from_flags(
       tagging.NerTask(**fine_tuning_flags.task_args_from_flags(), output_dir=FLAGS.output_dir,
-                      **fine_tuning_flags.split_files_from_flags()),
-      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
+                      **fine_tuning_flags.split_files_from_flags()))
 
 
 def run():
   """The `bert-run-ner` command (and `python run_ner.py`)."""
-  flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS)
-  app.run(main)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ Running the same command again resumes from the newest checkpoint in `--output_d
 flags (`--distribution_strategy`, `--dtype`, `--enable_xla`, ...) choose how it runs.
 """
 
-from absl import app, flags
+from absl import flags
 
 from official_bert import pretraining
 from official_bert.cli import engine_flags
+from official_bert.cli.launch import launch
 from official_bert.configs import BertConfig
 from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
@@ -52,9 +53,7 @@ engine_flags.define_engine_flags()
 engine_flags.define_tpu_flags()
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main():
   driver.run(
       pretraining.PretrainingTask(
           bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
@@ -75,8 +74,7 @@ def main(argv):
 
 def run():
   """The `bert-run-pretraining` command (and `python run_pretraining.py`)."""
-  flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
-  app.run(main)
+  launch(main, ["bert_config_file", "input_file", "output_dir"])
 
 
 if __name__ == "__main__":

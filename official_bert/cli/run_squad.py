@@ -19,7 +19,8 @@ that answers a raw question about a raw context. Running the same command again 
 from absl import app, flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import driver, question_answering
+from official_bert.cli.launch import launch
+from official_bert.tasks import question_answering
 
 FLAGS = flags.FLAGS
 
@@ -49,13 +50,11 @@ fine_tuning_flags.define_fine_tuning_flags()
 FLAGS.set_default("max_seq_length", 384)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+def main():
   if FLAGS.do_eval:
     raise app.UsageError("run_squad.py has no --do_eval: --do_predict answers --predict_file and "
                          "scores it when the file holds answers.")
-  driver.run(
+  fine_tuning_flags.run_task_from_flags(
       question_answering.SquadTask(
           **fine_tuning_flags.task_args_from_flags(), train_file=FLAGS.train_file,
           predict_file=FLAGS.predict_file, doc_stride=FLAGS.doc_stride,
@@ -63,14 +62,12 @@ def main(argv):
           max_answer_length=FLAGS.max_answer_length,
           version_2_with_negative=FLAGS.version_2_with_negative,
           null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-          verbose_logging=FLAGS.verbose_logging),
-      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
+          verbose_logging=FLAGS.verbose_logging))
 
 
 def run():
   """The `bert-run-squad` command (and `python run_squad.py`)."""
-  flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS)
-  app.run(main)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ probabilities), the fine-tuned model folder, and with `--export_dir` a serving S
 Running the same command again resumes.
 """
 
-from absl import app, flags
 
 from official_bert.cli import fine_tuning_flags
-from official_bert.tasks import driver, multiple_choice
+from official_bert.cli.launch import launch
+from official_bert.tasks import multiple_choice
 
 fine_tuning_flags.define_split_file_flags(
     data_dir="Folder with the SWAG files train.csv, val.csv and test.csv (or .jsonl).",
@@ -31,19 +31,15 @@ fine_tuning_flags.define_split_file_flags(
 fine_tuning_flags.define_fine_tuning_flags()
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  driver.run(
+def main():
+  fine_tuning_flags.run_task_from_flags(
       multiple_choice.SwagTask(**fine_tuning_flags.task_args_from_flags(),
-                               **fine_tuning_flags.split_files_from_flags()),
-      fine_tuning_flags.run_config_from_flags(), fine_tuning_flags.modes_from_flags())
+                               **fine_tuning_flags.split_files_from_flags()))
 
 
 def run():
   """The `bert-run-swag` command (and `python run_swag.py`)."""
-  flags.mark_flags_as_required(fine_tuning_flags.REQUIRED_FLAGS)
-  app.run(main)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
 
 
 if __name__ == "__main__":
