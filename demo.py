@@ -19,7 +19,6 @@ blank lines between documents, or a paragraph per line) and fine-tuning still us
 sentiment task.
 """
 
-import glob
 import os
 import shlex
 import shutil
@@ -73,14 +72,15 @@ def _print_results(title, path, keys):
 
 
 def _prepare_data(output_dir):
+  from official_bert import file_io  # pylint: disable=import-outside-toplevel
   from official_bert.data import synthetic  # pylint: disable=import-outside-toplevel
   task_dir = os.path.join(output_dir, "sentiment")
   synthetic.write_sentiment_task(task_dir)
   if FLAGS.corpus:
-    files = sorted(path for pattern in FLAGS.corpus.split(",") for path in glob.glob(pattern))
-    if not files:
-      raise app.UsageError(f"--corpus={FLAGS.corpus} matches no file.")
-    return ",".join(files), task_dir
+    try:
+      return ",".join(file_io.expand_globs(FLAGS.corpus, what="--corpus file")), task_dir
+    except FileNotFoundError as error:
+      raise app.UsageError(str(error)) from None
   corpus = os.path.join(output_dir, "corpus.txt")
   sentences = synthetic.write_pretraining_corpus(corpus, num_documents=FLAGS.num_documents)
   print(f"Generated {corpus} ({sentences} sentences) and the sentiment task in {task_dir}.")

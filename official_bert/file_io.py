@@ -27,6 +27,28 @@ def temporary_name(path):
 
 
 @contextlib.contextmanager
+def atomic_path(path):
+  """A temporary name for a writer that opens its file by name (`tf.io.TFRecordWriter`).
+
+  The file written there is renamed over `path` once the `with` block finished without error, and
+  removed otherwise, so an interrupted run never leaves a file at `path` that looks complete.
+
+  Args:
+    path: the file to write.
+
+  Yields:
+    The temporary path, beside `path`.
+  """
+  temporary = temporary_name(os.fspath(path))
+  try:
+    yield temporary
+    tf.io.gfile.rename(temporary, os.fspath(path), overwrite=True)
+  finally:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
+
+
+@contextlib.contextmanager
 def atomic_write(path, mode="w"):
   """Opens a file that appears at `path` only once the `with` block finished without error.
 
@@ -42,15 +64,8 @@ def atomic_write(path, mode="w"):
   """
   if mode not in ("w", "wb"):
     raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}.")
-  path = os.fspath(path)
-  temporary = temporary_name(path)
-  try:
-    with tf.io.gfile.GFile(temporary, mode) as f:
-      yield f
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
+  with atomic_path(path) as temporary, tf.io.gfile.GFile(temporary, mode) as f:
+    yield f
 
 
 def write_text(path, text):

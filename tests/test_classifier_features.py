@@ -193,5 +193,5 @@ def test_reads_original_padding_examples_and_shards(tmp_path):
   inputs, labels, weights = next(iter(dataset))
   np.testing.assert_array_equal(inputs["input_word_ids"].numpy()[:, 1], [6, 8, 0, 0])
   np.testing.assert_array_equal(weights.numpy(), [1, 0, 0, 0])
-  with pytest.raises(ValueError, match="No TFRecord file matches"):
+  with pytest.raises(FileNotFoundError, match="classifier TFRecord file .*: no such file"):
     classifier_features.create_classifier_dataset(str(tmp_path / "missing*"), 4, 4, False)

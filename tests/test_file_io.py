@@ -71,3 +71,18 @@ def test_write_folder_moves_the_marker_last_and_keeps_the_old_set_on_failure():
     assert f.read() == "one"
   with pytest.raises(FileNotFoundError, match="missing.json was not written"):
     file_io.write_folder(folder, fill("three"), "missing.json")
+
+
+def test_atomic_path_gives_a_by_name_writer_a_temporary_that_becomes_the_file(tmp_path):
+  path = tmp_path / "records.tfrecord"
+  with file_io.atomic_path(path) as temporary:
+    with tf.io.TFRecordWriter(temporary) as writer:
+      writer.write(b"one")
+    assert not path.exists()
+  assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == [b"one"]
+  with pytest.raises(RuntimeError):
+    with file_io.atomic_path(path) as temporary:
+      with tf.io.TFRecordWriter(temporary) as writer:
+        writer.write(b"two")
+      raise RuntimeError("interrupted")
+  assert [p.name for p in tmp_path.iterdir()] == ["records.tfrecord"]

@@ -17,12 +17,11 @@ every example: the final partial batch is filled up with padding rows of weight 
 
 import dataclasses
 import os
-import uuid
 
 from absl import logging
 import tensorflow as tf
 
-from official_bert import tokenization
+from official_bert import file_io, tokenization
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -174,16 +173,9 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
   directory = os.path.dirname(output_file)
   if directory:
     tf.io.gfile.makedirs(directory)
-  temporary = f"{output_file}.tmp-{uuid.uuid4().hex}"
-  try:
-    with tf.io.TFRecordWriter(temporary) as writer:
-      for feature in features:
-        writer.write(to_tf_example(feature, is_regression).SerializeToString())
-    # gfile's rename works for local paths and for remote file systems such as gs://.
-    tf.io.gfile.rename(temporary, output_file, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
+  with file_io.atomic_path(output_file) as temporary, tf.io.TFRecordWriter(temporary) as writer:
+    for feature in features:
+      writer.write(to_tf_example(feature, is_regression).SerializeToString())
   logging.info("Wrote %d examples to %s", len(features), output_file)
   return len(features)
 
@@ -265,12 +257,7 @@ def create_classifier_dataset(file_pattern, seq_length, batch_size, is_training,
   >>> [weights.numpy().tolist() for _, _, weights in dataset]  # the last batch is padded
   [[1.0, 1.0], [1.0, 0.0]]
   """
-  files = []
-  for pattern in file_pattern.split(","):
-    matches = tf.io.gfile.glob(pattern.strip())
-    if not matches:
-      raise ValueError(f"No TFRecord file matches {pattern.strip()!r}")
-    files.extend(sorted(matches))
+  files = file_io.expand_globs(file_pattern, what="classifier TFRecord file")
   dataset = tf.data.TFRecordDataset(files)
   if input_context is not None and input_context.num_input_pipelines > 1:
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)

@@ -26,6 +26,8 @@ import json
 from absl import logging
 import tensorflow as tf
 
+from official_bert import file_io
+
 # The original numbers features from here, so its `unique_ids` stay recognisable in TFRecords.
 FIRST_UNIQUE_ID = 1000000000
 _LOG_EVERY_ARTICLES = 50
@@ -364,29 +366,23 @@ def write_features(features, output_file, is_training):
   Returns:
     The number of records written.
   """
-  temporary_file = output_file + ".tmp"
   count = 0
-  try:
-    with tf.io.TFRecordWriter(temporary_file) as writer:
-      for feature in features:
-        record = {"unique_ids": _int64_feature([feature.unique_id]),
-                  "input_ids": _int64_feature(feature.input_ids),
-                  "input_mask": _int64_feature(feature.input_mask),
-                  "segment_ids": _int64_feature(feature.segment_ids)}
-        if is_training:
-          if feature.start_position is None:
-            raise ValueError(f"feature {feature.unique_id} has no answer position; make training "
-                             "features with convert_examples_to_features(..., is_training=True)")
-          record["start_positions"] = _int64_feature([feature.start_position])
-          record["end_positions"] = _int64_feature([feature.end_position])
-          record["is_impossible"] = _int64_feature([int(feature.is_impossible)])
-        writer.write(tf.train.Example(features=tf.train.Features(feature=record))
-                     .SerializeToString())
-        count += 1
-    tf.io.gfile.rename(temporary_file, output_file, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(temporary_file):
-      tf.io.gfile.remove(temporary_file)
+  with file_io.atomic_path(output_file) as temporary, tf.io.TFRecordWriter(temporary) as writer:
+    for feature in features:
+      record = {"unique_ids": _int64_feature([feature.unique_id]),
+                "input_ids": _int64_feature(feature.input_ids),
+                "input_mask": _int64_feature(feature.input_mask),
+                "segment_ids": _int64_feature(feature.segment_ids)}
+      if is_training:
+        if feature.start_position is None:
+          raise ValueError(f"feature {feature.unique_id} has no answer position; make training "
+                           "features with convert_examples_to_features(..., is_training=True)")
+        record["start_positions"] = _int64_feature([feature.start_position])
+        record["end_positions"] = _int64_feature([feature.end_position])
+        record["is_impossible"] = _int64_feature([int(feature.is_impossible)])
+      writer.write(tf.train.Example(features=tf.train.Features(feature=record))
+                   .SerializeToString())
+      count += 1
   logging.info("Wrote %d features to %s", count, output_file)
   return count
 
@@ -409,10 +405,7 @@ def create_squad_dataset(file_pattern, seq_length, batch_size, is_training, shuf
     `start_positions`, `end_positions`, `is_impossible`, otherwise int64 `[batch]` `unique_ids` (the
     key that joins logits to features in post-processing).
   """
-  patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
-  files = [path for pattern in patterns for path in sorted(tf.io.gfile.glob(pattern))]
-  if not files:
-    raise ValueError(f"No SQuAD TFRecord file matches {file_pattern!r}")
+  files = file_io.expand_globs(file_pattern, what="SQuAD TFRecord file")
   name_to_features = {"unique_ids": tf.io.FixedLenFeature([], tf.int64)}
   for name in ("input_ids", "input_mask", "segment_ids"):
     name_to_features[name] = tf.io.FixedLenFeature([seq_length], tf.int64)

@@ -16,6 +16,8 @@ corpus may be copied into the repository. The generator writes reviews of invent
 import os
 import random
 
+from official_bert import file_io
+
 _PLACES = ("harbor", "garden", "corner", "market", "mill", "lantern", "willow", "station",
            "orchard", "bridge", "meadow", "castle", "river", "forest", "canyon", "valley")
 _KINDS = ("cafe", "bistro", "diner", "kitchen", "tavern", "bakery", "grill", "inn")
@@ -86,13 +88,6 @@ def generate_documents(num_documents, seed=0):
     yield sentences
 
 
-def _write_atomically(path, text):
-  temporary = f"{path}.tmp-{os.getpid()}"
-  with open(temporary, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(temporary, path)
-
-
 def write_pretraining_corpus(path, num_documents=2000, seed=0):
   """Writes the corpus in the pre-training input format: a sentence a line, blank line between docs.
 
@@ -112,7 +107,7 @@ def write_pretraining_corpus(path, num_documents=2000, seed=0):
   True
   """
   documents = list(generate_documents(num_documents, seed))
-  _write_atomically(path, "\n\n".join("\n".join(doc) for doc in documents) + "\n")
+  file_io.write_text(path, "\n\n".join("\n".join(doc) for doc in documents) + "\n")
   return sum(len(doc) for doc in documents)
 
 
@@ -141,6 +136,6 @@ def write_sentiment_task(data_dir, num_train=2000, num_dev=400, seed=1):
       sentence = _fill(rng.choice(_CLASSIFIER_FRAMES), rng, sentiment, name, rng.choice(_TOWNS),
                        held_out)
       rows.append(f"{sentence}\t{sentiment}")
-    _write_atomically(os.path.join(data_dir, file_name), "\n".join(rows) + "\n")
+    file_io.write_text(os.path.join(data_dir, file_name), "\n".join(rows) + "\n")
     balance[file_name] = positives / max(count, 1)
   return balance

@@ -24,9 +24,8 @@ import json
 import math
 
 from absl import logging
-import tensorflow as tf
 
-from official_bert import tokenization
+from official_bert import file_io, tokenization
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 RawResult.__doc__ = """The model's logits for one feature, keyed by the feature's `unique_id`."""
@@ -210,10 +209,7 @@ def postprocess_predictions(examples, features, results, n_best_size, max_answer
 
 
 def _write_json(value, path):
-  temporary_path = path + ".tmp"
-  with tf.io.gfile.GFile(temporary_path, "w") as f:
-    f.write(json.dumps(value, indent=4) + "\n")
-  tf.io.gfile.rename(temporary_path, path, overwrite=True)
+  file_io.write_text(path, json.dumps(value, indent=4) + "\n")
 
 
 def write_predictions(examples, features, results, n_best_size, max_answer_length, do_lower_case,
