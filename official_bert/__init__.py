@@ -8,35 +8,24 @@ TensorFlow's environment before TensorFlow loads) does not import TensorFlow fir
 768
 """
 
-import importlib
+from official_bert.lazy_exports import lazy_exports
 
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "BertConfig": "official_bert.configs",
-    "PRESETS": "official_bert.configs",
-    "get_preset": "official_bert.configs",
-    "BertEncoder": "official_bert.networks",
-    "BertClassifier": "official_bert.models",
-    "BertMultipleChoice": "official_bert.models",
-    "BertPretrainer": "official_bert.models",
-    "BertSpanLabeler": "official_bert.models",
-    "BertTokenClassifier": "official_bert.models",
-    "export_pretrained_dir": "official_bert.checkpoints",
-    "load_encoder": "official_bert.checkpoints",
-    "load_pretrainer": "official_bert.checkpoints",
-    "restore_encoder_weights": "official_bert.checkpoints",
+    "BertConfig": ".configs",
+    "PRESETS": ".configs",
+    "get_preset": ".configs",
+    "BertEncoder": ".networks",
+    "BertClassifier": ".models",
+    "BertMultipleChoice": ".models",
+    "BertPretrainer": ".models",
+    "BertSpanLabeler": ".models",
+    "BertTokenClassifier": ".models",
+    "export_pretrained_dir": ".checkpoints",
+    "load_encoder": ".checkpoints",
+    "load_pretrainer": ".checkpoints",
+    "restore_encoder_weights": ".checkpoints",
 }
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-  if name not in _PUBLIC:
-    raise AttributeError(f"module 'official_bert' has no attribute {name!r}")
-  value = getattr(importlib.import_module(_PUBLIC[name]), name)
-  globals()[name] = value
-  return value
-
-
-def __dir__():
-  return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)

@@ -28,27 +28,18 @@ Example:
 64
 """
 
-import importlib
+from official_bert.lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "create_pretraining_data": "pipeline",
-    "DEFAULT_SHARD_BYTES": "pipeline",
-    "InstanceOptions": "instances",
-    "PretrainingStats": "stats",
-    "pretraining_dataset": "reader",
-    "DynamicMasking": "dynamic_masking",
-    "PretrainingTask": "task",
-    "pretraining_metrics": "task",
+    "create_pretraining_data": ".pipeline",
+    "DEFAULT_SHARD_BYTES": ".pipeline",
+    "InstanceOptions": ".instances",
+    "PretrainingStats": ".stats",
+    "pretraining_dataset": ".reader",
+    "DynamicMasking": ".dynamic_masking",
+    "PretrainingTask": ".task",
+    "pretraining_metrics": ".task",
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-  if name not in _EXPORTS:
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-
-
-def __dir__():
-  return sorted(list(globals()) + list(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
