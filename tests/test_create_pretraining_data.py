@@ -1,5 +1,6 @@
 """End-to-end tests of pre-training data creation: text -> TFRecords with the original features."""
 
+import functools
 import os
 import pathlib
 import subprocess
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert import tokenization
+from official_bert.pretraining import pipeline
 from official_bert.pretraining.corpus import read_shards
 from official_bert.pretraining.instances import FEATURE_NAMES, InstanceOptions, Instances
 from official_bert.pretraining.pipeline import create_pretraining_data
@@ -240,20 +242,16 @@ def test_real_book_statistics(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_worker_process_writes_the_same_bytes(corpus, tmp_path):
-  """The multi-process path, forced to use its worker, against this process alone."""
-  shards = list(read_shards([corpus[0]], 3000))
+def test_a_worker_process_writes_the_same_bytes(corpus, tmp_path, monkeypatch):
+  """Both rounds (tokenizing, building) in a worker process, against this process alone."""
   options = InstanceOptions(max_seq_length=64, dupe_factor=2)
-  contents = []
-  for num_workers, work_here in ((1, True), (2, False)):
-    pieces = tmp_path / f"pieces{num_workers}"
-    pieces.mkdir()
-    args = (corpus[1], True, options, 7, str(pieces), 2, False)
-    with ShardRunner(num_workers, args, work_here=work_here) as runner:
-      results = list(runner.run_in_order(iter(shards)))
-    assert [r.index for r in results] == list(range(len(shards)))
-    contents.append([pathlib.Path(p).read_bytes() for r in results for p in r.piece_paths])
-  assert contents[0] == contents[1] and len(shards) > 3
+  one, _ = run(tmp_path, *corpus, name="one.tfrecord", shard_bytes=3000, options=options)
+  monkeypatch.setattr(pipeline.workers, "ShardRunner",
+                      functools.partial(ShardRunner, work_here=False))
+  two, stats = run(tmp_path, *corpus, name="two.tfrecord", shard_bytes=3000, options=options,
+                   num_workers=2)
+  assert pathlib.Path(one).read_bytes() == pathlib.Path(two).read_bytes()
+  assert stats.instances > 100 and len(list(read_shards([corpus[0]], 3000))) > 3
 
 
 @pytest.mark.slow

@@ -233,7 +233,8 @@ def test_sentence_pairs_are_the_originals(short_seq_prob):
   as_lists = [[flat[splits[k]:splits[k + 1]] for k in range(first, end)]
               for first, end in zip(documents.document_splits[:-1], documents.document_splits[1:])]
   options = pi.InstanceOptions(max_seq_length=64, short_seq_prob=short_seq_prob)
-  a_lo, a_hi, b_lo, b_hi, labels = pi._pair_spans(documents, options, random.Random(3))
+  a_lo, a_hi, b_lo, b_hi, labels, _ = pi._pair_spans(pi._Source.of(documents, None, 0), options,
+                                                     random.Random(3))
   expected = original_pairs(as_lists, 64, short_seq_prob, random.Random(3))
   assert len(expected) == len(labels) > 100
   for k, (a, b, label) in enumerate(expected):

@@ -9,7 +9,7 @@ input has one sentence per line and a blank line between documents.
 
 Added flags: `--num_workers` (processes; default all cores, fewer for a small corpus), `--gzip`,
 `--shard_size_mb` (the corpus is processed in shards of this much text, in bounded memory; random
-next sentences come from the same shard).
+next sentences still come from the whole corpus, through a pool of segments drawn from it).
 """
 
 import os
@@ -44,8 +44,8 @@ flags.DEFINE_integer(
     "per 32 MiB of text times dupe_factor only (a process takes seconds to start).")
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecord files.")
 flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
-                   "MiB of text per shard; memory grows with it, and random next sentences are "
-                   "drawn from the same shard.")
+                   "MiB of text per shard; memory grows with it. Random next sentences come "
+                   "from the whole corpus whatever the shard size.")
 FLAGS = flags.FLAGS
 
 

@@ -9,7 +9,8 @@ numpy arrays instead of lists of token strings:
 * Sentence A is a random number of the chunk's leading sentences. B is the rest of the chunk (the
   real continuation, `next_sentence_labels = 0`), or, half of the time and whenever the chunk has a
   single sentence, text from a random other document (`1`); the chunk's unused sentences are then
-  put back to start the next chunk.
+  put back to start the next chunk. The other document is one of `documents`, or, given a
+  `next_sentences.SegmentPool`, a segment drawn from the whole corpus.
 * The pair is cut to `max_seq_length - 3` tokens by deleting, one token at a time, from the longer
   side, at its front or back with equal probability.
 * `masked_lm_prob` of the tokens, never `[CLS]` or `[SEP]`, are chosen for prediction and masked
@@ -142,6 +143,8 @@ class Instances:
     next_sentence_labels: int32 `[n]`, 1 when B is a random next.
     num_random_tokens: how many predicted tokens were replaced by a random id.
     num_kept_tokens: how many predicted tokens were left unchanged.
+    num_same_document_next: how many random next sentences come from A's own document (only when
+      no other document was drawn in the original's 10 tries, e.g. a corpus of one document).
   """
 
   input_ids: np.ndarray
@@ -153,6 +156,7 @@ class Instances:
   next_sentence_labels: np.ndarray
   num_random_tokens: int = 0
   num_kept_tokens: int = 0
+  num_same_document_next: int = 0
 
   def __len__(self):
     return len(self.next_sentence_labels)
@@ -177,17 +181,22 @@ class Instances:
     """Joins several batches into one."""
     arrays = {name: np.concatenate([getattr(p, name) for p in parts]) for name in FEATURE_NAMES}
     return cls(**arrays, num_random_tokens=sum(p.num_random_tokens for p in parts),
-               num_kept_tokens=sum(p.num_kept_tokens for p in parts))
+               num_kept_tokens=sum(p.num_kept_tokens for p in parts),
+               num_same_document_next=sum(p.num_same_document_next for p in parts))
 
 
-def create_instances(documents, options, vocab, seed_sequence):
+def create_instances(documents, options, vocab, seed_sequence, pool=None, first_document=0):
   """Runs `options.dupe_factor` passes over `documents` and shuffles the instances of all passes.
 
   Args:
-    documents: `Documents`; random next sentences are drawn from these documents only.
+    documents: `Documents`.
     options: `InstanceOptions`.
     vocab: `VocabInfo`.
     seed_sequence: `np.random.SeedSequence`; the same sequence gives the same instances.
+    pool: a `next_sentences.SegmentPool` to draw random next sentences from; None draws them from
+      `documents` as the original draws from its documents.
+    first_document: the corpus-wide number of `documents`' first document, which tells the pool's
+      segments of the current document apart.
 
   Returns:
     `Instances` in random order.
@@ -201,24 +210,26 @@ def create_instances(documents, options, vocab, seed_sequence):
     >>> out.input_ids.shape[1], int(out.input_ids[0, 0])
     (16, 1)
   """
-  batches = list(iterate_passes(documents, options, vocab, seed_sequence))
+  batches = list(iterate_passes(documents, options, vocab, seed_sequence, pool, first_document))
   if not batches:
     return Instances.empty(options.max_seq_length, options.max_predictions_per_seq)
   instances = Instances.concatenate(batches)
   return instances.take(shuffled_order(seed_sequence, len(instances)))
 
 
-def iterate_passes(documents, options, vocab, seed_sequence):
+def iterate_passes(documents, options, vocab, seed_sequence, pool=None, first_document=0):
   """Yields the instances of the `options.dupe_factor` passes, in document order, in batches.
 
-  `create_instances` is these batches joined and put in `shuffled_order`; a caller that wants less
-  memory at once can serialize each batch first and shuffle the records.
+  `create_instances` (whose arguments these are) is these batches joined and put in
+  `shuffled_order`; a caller that wants less memory at once can serialize each batch first and
+  shuffle the records.
 
   Yields:
     `Instances` of at most `BATCH_SIZE` instances each.
   """
+  source = _Source.of(documents, pool, first_document)
   for dupe in range(options.dupe_factor):
-    yield from _create_pass(documents, options, vocab, _child_seed(seed_sequence, dupe + 1))
+    yield from _create_pass(source, options, vocab, _child_seed(seed_sequence, dupe + 1))
 
 
 def shuffled_order(seed_sequence, num_instances):
@@ -231,36 +242,77 @@ def _child_seed(seed_sequence, key):
   return np.random.SeedSequence(seed_sequence.entropy, spawn_key=seed_sequence.spawn_key + (key,))
 
 
-def _create_pass(documents, options, vocab, seed_sequence):
+@dataclasses.dataclass(frozen=True)
+class _Source:
+  """The documents, and where random next sentences come from, as lists for the Python loop.
+
+  `token_ids` holds the documents' tokens, then the pool's; `splits` the sentence boundaries of
+  both, the pool's shifted past the documents' tokens. Without a pool, `segment_splits` are the
+  document splits; with one, they are the pool's segments (sentence numbers after the documents').
+  """
+
+  token_ids: np.ndarray
+  splits: list
+  doc_splits: list
+  segment_splits: list
+  segment_documents: list
+  first_document: int
+  from_pool: bool
+
+  @classmethod
+  def of(cls, documents, pool, first_document):
+    doc_splits = documents.document_splits.tolist()
+    if pool is None:
+      return cls(documents.token_ids, documents.sentence_splits.tolist(), doc_splits, doc_splits,
+                  list(range(first_document, first_document + len(doc_splits) - 1)),
+                  first_document, False)
+    num_tokens, num_sentences = len(documents.token_ids), len(documents.sentence_splits) - 1
+    splits = np.concatenate([documents.sentence_splits[:-1],
+                             pool.sentence_splits + num_tokens])
+    return cls(np.concatenate([documents.token_ids, pool.token_ids]), splits.tolist(), doc_splits,
+               (pool.segment_splits + num_sentences).tolist(), pool.document_ids.tolist(),
+               first_document, True)
+
+
+def _create_pass(source, options, vocab, seed_sequence):
   """One pass over the documents: sentence pairs, then truncation, packing, masking in batches."""
   py_rng = random.Random(int(_child_seed(seed_sequence, 0).generate_state(1, np.uint64)[0]))
   np_rng = np.random.default_rng(_child_seed(seed_sequence, 1))
-  spans = _pair_spans(documents, options, py_rng)
+  spans = _pair_spans(source, options, py_rng)
   for begin in range(0, len(spans[0]), BATCH_SIZE):
-    a_lo, a_hi, b_lo, b_hi, is_random_next = (x[begin:begin + BATCH_SIZE] for x in spans)
+    a_lo, a_hi, b_lo, b_hi, is_random_next, same_document = (
+        x[begin:begin + BATCH_SIZE] for x in spans)
     a_lo, a_hi, b_lo, b_hi = _truncate_pairs(a_lo, a_hi, b_lo, b_hi, options.max_seq_length - 3,
                                              np_rng)
-    input_ids, len_a, len_b = _pack(documents.token_ids, a_lo, a_hi, b_lo, b_hi, vocab,
+    input_ids, len_a, len_b = _pack(source.token_ids, a_lo, a_hi, b_lo, b_hi, vocab,
                                     options.max_seq_length)
-    yield _mask(input_ids, len_a, len_b, is_random_next, options, vocab, np_rng)
+    instances = _mask(input_ids, len_a, len_b, is_random_next, options, vocab, np_rng)
+    yield dataclasses.replace(instances, num_same_document_next=int(same_document.sum()))
 
 
-def _pair_spans(documents, options, rng):
+def _pair_spans(source, options, rng):
   """Chooses sentences A and B for every instance as token ranges `[lo, hi)` of `token_ids`.
 
   The loop makes the original's random choices in the original's order; it only handles sentence
-  lengths, so it costs a few Python operations per sentence, none per token.
+  lengths, so it costs a few Python operations per sentence, none per token. A random next is a
+  uniformly drawn document and a uniformly drawn sentence in it, as in the original, or, from a
+  pool, a uniformly drawn segment (already such a draw) from its first sentence.
+
+  Returns:
+    `(a_lo, a_hi, b_lo, b_hi, is_random_next, same_document)`, one entry per instance;
+    `same_document` marks random next sentences from A's own document.
   """
   uniform = rng.random
   # A uniform integer in [low, high], like `random.randint` but without its overhead.
   def randint(low, high):
     return low + int(uniform() * (high - low + 1))
-  splits = documents.sentence_splits.tolist()
-  doc_splits = documents.document_splits.tolist()
-  num_docs = len(doc_splits) - 1
+  splits, doc_splits = source.splits, source.doc_splits
+  segment_splits, segment_documents = source.segment_splits, source.segment_documents
+  num_docs, num_segments = len(doc_splits) - 1, len(segment_splits) - 1
   max_num_tokens = options.max_seq_length - 3
-  a_lo, a_hi, b_lo, b_hi, is_random_next = [], [], [], [], []
+  a_lo, a_hi, b_lo, b_hi, is_random_next, same_document = [], [], [], [], [], []
   for doc in range(num_docs):
+    document_id = source.first_document + doc
     first, end = doc_splits[doc], doc_splits[doc + 1]
     target = max_num_tokens
     if uniform() < options.short_seq_prob:
@@ -276,29 +328,33 @@ def _pair_spans(documents, options, rng):
         if chunk_size == 1 or uniform() < _RANDOM_NEXT_PROB:
           target_b = target - (splits[a_end] - splits[chunk_start])
           for _ in range(_RANDOM_DOCUMENT_TRIES):
-            other = randint(0, num_docs - 1)
-            if other != doc:
+            other = randint(0, num_segments - 1)
+            if segment_documents[other] != document_id:
               break
-          other_end = doc_splits[other + 1]
-          j = randint(doc_splits[other], other_end - 1)
+          other_end = segment_splits[other + 1]
+          j = segment_splits[other]
+          if not source.from_pool:
+            j = randint(j, other_end - 1)
           b_lo.append(splits[j])
           j += 1
           while j < other_end and splits[j] - b_lo[-1] < target_b:
             j += 1
           b_hi.append(splits[j])
           is_random_next.append(1)
+          same_document.append(segment_documents[other] == document_id)
           # The sentences of the chunk after A were not used: the next chunk starts with them.
           i = a_end - 1
         else:
           b_lo.append(splits[a_end])
           b_hi.append(splits[i + 1])
           is_random_next.append(0)
+          same_document.append(False)
         chunk_start = i + 1
       i += 1
   def as_array(values):
     return np.array(values, dtype=np.int64)
   return (as_array(a_lo), as_array(a_hi), as_array(b_lo), as_array(b_hi),
-          np.array(is_random_next, dtype=np.int32))
+          np.array(is_random_next, dtype=np.int32), np.array(same_document, dtype=bool))
 
 
 def _truncate_pairs(a_lo, a_hi, b_lo, b_hi, max_num_tokens, rng):

@@ -1,17 +1,19 @@
 """The streaming, multi-process driver behind `create_pretraining_data.py`.
 
-The corpus is read as a stream of shards (`corpus`); worker processes turn each shard
-into piece files (`writer`); this process appends the pieces to the output files in
-shard order and renames the outputs when they are complete. Memory is bounded by a few shards per
-worker, whatever the size of the corpus, and the output bytes depend on the seed and the shard size
-only, not on the number of workers.
+The corpus is read as a stream of shards (`corpus`), in two rounds. First worker processes
+tokenize each shard and save its documents (`writer`); this process draws from all of them the
+pool of random next sentences (`next_sentences`). Then the workers turn each shard into piece
+files, and this process appends the pieces to the output files in shard order and renames the
+outputs when they are complete. Memory is bounded by a few shards per worker and the pool, whatever
+the size of the corpus (the saved documents take about the size of the text on disk), and the
+output bytes depend on the seed and the shard size only, not on the number of workers.
 
 This process works on shards too; see `workers` for how the work is shared.
 
 Deviations from the original tool, all forced by streaming:
 
-* a random next sentence comes from another document of the same shard (about `shard_bytes` of
-  text), not from the whole corpus;
+* a random next sentence comes from a pool of at most `next_sentences.MAX_POOL_SEGMENTS` segments
+  drawn from the whole corpus by the original's rule, so a segment may serve more than once;
 * instances are shuffled within a shard, not across the whole corpus;
 * the end of an input file ends a document, and a document longer than `2 * shard_bytes` is cut
   into several (the cuts are counted in the summary).
@@ -23,9 +25,10 @@ import tempfile
 import time
 
 from absl import logging
+import numpy as np
 
 from official_bert import file_io
-from official_bert.pretraining import corpus, workers
+from official_bert.pretraining import corpus, next_sentences, workers, writer
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats
 
@@ -55,7 +58,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
       Default: the number of usable CPU cores, but one per `BYTES_PER_WORKER` of text times
       `dupe_factor` only, as each further process first spends seconds importing TensorFlow.
     gzip: write GZIP-compressed TFRecords.
-    shard_bytes: text per shard; random next sentences are drawn within a shard.
+    shard_bytes: text per shard; memory grows with it.
     progress_interval_s: seconds between progress lines.
 
   Returns:
@@ -111,21 +114,18 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
 
 def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
                processor_args, start):
-  """Runs the shards and appends their pieces to the partial outputs in shard order."""
+  """Tokenizes the shards, draws the pool, then appends each shard's pieces to the outputs."""
+  _, _, options, random_seed = processor_args[:4]
   stats = PretrainingStats()
   listed = 0
   last_progress = time.monotonic()
-  shards = corpus.read_shards(files, shard_bytes)
+  documents_per_shard, num_sentences = [], 0
   outputs = [open(path, "wb") for path in partial]
   try:
     with workers.ShardRunner(num_workers, processor_args) as runner:
-      for result in runner.run_in_order(shards):
-        # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
-        # the next record overall goes to output `stats.instances % n`.
-        for j, piece in enumerate(result.piece_paths):
-          with open(piece, "rb") as f:
-            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)], 1 << 20)
-          os.remove(piece)
+      for result in runner.run_in_order(corpus.read_shards(files, shard_bytes)):
+        documents_per_shard.append(result.num_documents)
+        num_sentences += result.num_sentences
         stats = stats + result.stats
         for error in result.stats.undecodable:
           if listed < MAX_LISTED_ERRORS:
@@ -133,8 +133,30 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
             listed += 1
         if time.monotonic() - last_progress >= progress_interval_s:
           last_progress = time.monotonic()
-          _log_progress(stats, last_progress - start)
-      logging.info("Processed %d shards in this process and %d in %d worker processes.",
+          _log_progress(stats, last_progress - start, "tokenized")
+      pool = next_sentences.build_pool(
+          piece_dir, documents_per_shard, next_sentences.pool_size(num_sentences),
+          options.max_seq_length - 3, random_seed)
+      pool.save(next_sentences.pool_path(piece_dir))
+      logging.info("Drew %d random next sentence segments from %d documents.", len(pool),
+                   stats.documents)
+      del pool  # the workers load it from the file; this process too, if it builds shards
+      first_documents = np.concatenate([[0], np.cumsum(documents_per_shard)]).tolist()
+      jobs = (writer.BuildJob(index, first_documents[index])
+              for index in range(len(documents_per_shard)))
+      for result in runner.run_in_order(jobs):
+        # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
+        # the next record overall goes to output `stats.instances % n`.
+        for j, piece in enumerate(result.piece_paths):
+          with open(piece, "rb") as f:
+            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)], 1 << 20)
+          os.remove(piece)
+        stats = stats + result.stats
+        if time.monotonic() - last_progress >= progress_interval_s:
+          last_progress = time.monotonic()
+          _log_progress(stats, last_progress - start, "written")
+      logging.info("Processed %d shards twice (tokenizing, then building): %d times in this "
+                   "process and %d in %d worker processes.", len(documents_per_shard),
                    runner.shards_here, runner.shards_in_workers, num_workers - 1)
   finally:
     for f in outputs:
@@ -166,9 +188,9 @@ def _auto_num_workers(files, dupe_factor):
   return max(1, min(cores or 1, 1 + work // BYTES_PER_WORKER))
 
 
-def _log_progress(stats, elapsed):
-  logging.info("%d documents, %d instances, %.1f MB read, %.2f MB/s", stats.documents,
-               stats.instances, stats.input_bytes / 1e6, stats.input_bytes / 1e6 / elapsed)
+def _log_progress(stats, elapsed, stage):
+  logging.info("%s: %d documents, %d instances, %.1f MB read, %.1f s", stage, stats.documents,
+               stats.instances, stats.input_bytes / 1e6, elapsed)
 
 
 def _log_summary(stats, outputs, elapsed):

@@ -24,6 +24,8 @@ class PretrainingStats:
     random_token_predictions: predictions whose input is a random id.
     kept_predictions: predictions whose input is left unchanged.
     random_next: instances whose sentence B is a random next.
+    random_next_same_document: of those, the ones whose B comes from A's own document (the
+      original's 10 tries drew no other document, e.g. in a corpus of one document).
     undecodable: `file:line` of the first skipped lines.
   """
 
@@ -40,6 +42,7 @@ class PretrainingStats:
   random_token_predictions: int = 0
   kept_predictions: int = 0
   random_next: int = 0
+  random_next_same_document: int = 0
   undecodable: list = dataclasses.field(default_factory=list)
 
   def __add__(self, other):
@@ -64,7 +67,8 @@ class PretrainingStats:
     return [
         f"{self.instances} instances, {self.tokens} tokens "
         f"({self.tokens / max(self.instances, 1):.1f} per instance), "
-        f"{100 * self.random_next_rate:.1f}% with a random next sentence.",
+        f"{100 * self.random_next_rate:.1f}% with a random next sentence "
+        f"({self.random_next_same_document} of those from A's own document).",
         f"{self.predictions} masked LM predictions, {100 * self.mask_rate:.2f}% of the maskable "
         f"tokens: {100 * masked / predictions:.1f}% [MASK], "
         f"{100 * self.random_token_predictions / predictions:.1f}% random, "

@@ -41,6 +41,8 @@ class ShardRunner:
     self._workers = []
     self.shards_here = 0
     self.shards_in_workers = 0
+    # Workers report ready once; `run_in_order` may be called again (one round after another).
+    self._ready = 0
 
   def __enter__(self):
     if self._num_helpers:
@@ -73,7 +75,6 @@ class ShardRunner:
         yield result
       return
     self._done = {}
-    self._ready = 0
     self._in_flight = 0
     next_index = 0
     for shard in shards:

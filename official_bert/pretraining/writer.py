@@ -1,11 +1,13 @@
 """Turning one shard of the corpus into TFRecord files of pre-training examples.
 
-A `ShardProcessor` runs in each process that works on shards: it tokenizes the shard's sentences in
-large batches with the in-graph WordPiece tokenizer (`BertTokenizerLayer`), builds the instances
-(`instances`), serializes them as `tf.train.Example` protos with exactly the original
-tool's features, and writes them round-robin into one piece file per output file. The driver
-(`pipeline`) appends the pieces to the outputs in shard order, so the result does not
-depend on the number of workers.
+A `ShardProcessor` runs in each process that works on shards, in two rounds. First it tokenizes
+each shard's sentences in large batches with the in-graph WordPiece tokenizer
+(`BertTokenizerLayer`) and saves the documents; the driver (`pipeline`) then draws the pool of
+random next sentences from all of them (`next_sentences`). Then, for each shard (`BuildJob`), it
+builds the instances (`instances`), serializes them as `tf.train.Example` protos with exactly the
+original tool's features, and writes them round-robin into one piece file per output file. The
+driver appends the pieces to the outputs in shard order, so the result does not depend on the
+number of workers.
 
 The features, as in the original (`int64` lists unless noted):
 
@@ -15,15 +17,17 @@ The features, as in the original (`int64` lists unless noted):
 * `next_sentence_labels`: `[1]`, 1 when sentence B is a random next.
 """
 
+import collections
 import concurrent.futures
 import dataclasses
 import os
+import threading
 
 import numpy as np
 import tensorflow as tf
 
 from official_bert.preprocessing import tokenizer_layer
-from official_bert.pretraining import corpus
+from official_bert.pretraining import corpus, next_sentences
 from official_bert.pretraining.instances import (
   FEATURE_NAMES,
   VocabInfo,
@@ -34,15 +38,42 @@ from official_bert.pretraining.stats import PretrainingStats
 
 # Sentences tokenized at once; bounds the memory of the tokenizer's intermediate tensors.
 _TOKENIZE_BATCH = 2048
+# Jobs worked on at once by `ShardProcessor.process_in_order`.
+_THREADS = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class ShardResult:
-  """What a worker hands back: the piece file for each output file, and the shard's counts."""
+  """What a worker hands back for a shard.
+
+  Args:
+    index: the shard's number.
+    piece_paths: after building, the piece file for each output file; empty after tokenizing.
+    stats: the counts of the round: of the text read, or of the instances written.
+    num_documents: after tokenizing, the shard's documents.
+    num_sentences: after tokenizing, the shard's sentences.
+  """
 
   index: int
   piece_paths: tuple
   stats: PretrainingStats
+  num_documents: int = 0
+  num_sentences: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildJob:
+  """The second round for a tokenized shard: build and write its instances.
+
+  Args:
+    index: the shard's number.
+    first_document: the corpus-wide number of its first document.
+  """
+
+  index: int
+  first_document: int
+
+
 
 
 def _instance_stats(instances):
@@ -51,7 +82,8 @@ def _instance_stats(instances):
       instances=len(instances), tokens=int(instances.input_mask.sum()),
       predictions=int(weights.sum()), random_token_predictions=instances.num_random_tokens,
       kept_predictions=instances.num_kept_tokens,
-      random_next=int(instances.next_sentence_labels.sum()))
+      random_next=int(instances.next_sentence_labels.sum()),
+      random_next_same_document=instances.num_same_document_next)
 
 
 def serialize_instances(instances):
@@ -95,14 +127,14 @@ def _encode(message_type, **fields):
 
 
 class ShardProcessor:
-  """Tokenizes, builds, serializes and writes the instances of one shard at a time.
+  """Tokenizes shards, then builds, serializes and writes their instances, one shard at a time.
 
   Args:
     vocab_file: the WordPiece vocabulary.
     do_lower_case: lower-case and strip accents before WordPiece, as the original.
     options: `official_bert.pretraining.instances.InstanceOptions`.
     random_seed: the run's seed; shard `i` uses the stream `(random_seed, i)`.
-    piece_dir: folder for the piece files.
+    piece_dir: folder for the saved documents, the pool and the piece files.
     num_outputs: number of output files (pieces per shard).
     gzip: write GZIP-compressed TFRecords.
   """
@@ -117,30 +149,33 @@ class ShardProcessor:
     self._piece_dir = piece_dir
     self._num_outputs = num_outputs
     self._record_options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
+    self._pool = None
+    self._pool_lock = threading.Lock()
 
   def tokenize(self, sentences):
     """Returns the WordPiece ids of `sentences` as flat int32 ids and int64 row splits."""
     return self._tokenizer.tokenize_flat_numpy(sentences, batch_size=_TOKENIZE_BATCH)
 
-  def process(self, shard):
-    """Processes one `corpus.Shard`; returns its `ShardResult`."""
-    return self._finish(self._prepare(shard))
+  def process(self, job):
+    """Tokenizes a `corpus.Shard` or builds a `BuildJob`; returns its `ShardResult`."""
+    if isinstance(job, BuildJob):
+      return self._build(job)
+    return self._save(self._prepare(job))
 
-  def process_in_order(self, shards):
-    """Yields the `ShardResult` of each shard, tokenizing the next shard meanwhile.
+  def process_in_order(self, jobs):
+    """Yields the `ShardResult` of each job in order, working on two jobs at once in threads.
 
-    The tokenizer's TensorFlow ops run without holding the GIL, so a background thread keeps a
-    second core busy while this one builds and serializes instances.
+    Much of the work (the tokenizer's and the serializer's TensorFlow ops, numpy on whole arrays)
+    runs without holding the GIL, so a second thread keeps a second core busy.
     """
-    with concurrent.futures.ThreadPoolExecutor(1) as tokenizing:
-      upcoming = None
-      for shard in shards:
-        prepared = tokenizing.submit(self._prepare, shard)
-        if upcoming is not None:
-          yield self._finish(upcoming.result())
-        upcoming = prepared
-      if upcoming is not None:
-        yield self._finish(upcoming.result())
+    with concurrent.futures.ThreadPoolExecutor(_THREADS) as threads:
+      pending = collections.deque()
+      for job in jobs:
+        pending.append(threads.submit(self.process, job))
+        if len(pending) > _THREADS:
+          yield pending.popleft().result()
+      while pending:
+        yield pending.popleft().result()
 
   def _prepare(self, shard):
     """Decodes and tokenizes a shard; returns it with its documents and counts."""
@@ -154,19 +189,32 @@ class ShardProcessor:
         undecodable=text.undecodable)
     return shard.index, documents, stats
 
-  def _finish(self, prepared):
-    """Builds, serializes, shuffles and writes the instances of a prepared shard."""
+  def _save(self, prepared):
+    """Saves a prepared shard's documents for the second round."""
     index, documents, stats = prepared
-    seeds = np.random.SeedSequence(self._random_seed, spawn_key=(index,))
+    next_sentences.save_documents(next_sentences.documents_path(self._piece_dir, index), documents)
+    return ShardResult(index, (), stats, documents.num_documents,
+                       len(documents.sentence_splits) - 1)
+
+  def _build(self, job):
+    """Builds, serializes, shuffles and writes the instances of a tokenized shard."""
+    with self._pool_lock:
+      if self._pool is None:
+        self._pool = next_sentences.SegmentPool.load(next_sentences.pool_path(self._piece_dir))
+    path = next_sentences.documents_path(self._piece_dir, job.index)
+    documents = next_sentences.load_documents(path)
+    tf.io.gfile.remove(path)
+    seeds = np.random.SeedSequence(self._random_seed, spawn_key=(job.index,))
+    stats = PretrainingStats()
     records = []
     # Serializing batch by batch keeps the arrays of one batch in memory at a time.
-    for instances in iterate_passes(documents, self._options, self._vocab,
-                                                          seeds):
+    for instances in iterate_passes(documents, self._options, self._vocab, seeds, self._pool,
+                                    job.first_document):
       stats = stats + _instance_stats(instances)
       records.append(serialize_instances(instances))
     records = np.concatenate(records) if records else np.zeros([0], dtype=object)
     order = shuffled_order(seeds, len(records))
-    return ShardResult(index, self._write_pieces(index, records[order]), stats)
+    return ShardResult(job.index, self._write_pieces(job.index, records[order]), stats)
 
   def _write_pieces(self, shard_index, records):
     """Writes record `i` to piece `i % num_outputs`; returns the piece paths."""
