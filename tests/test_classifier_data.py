@@ -273,7 +273,7 @@ def test_qqp_rows_with_missing_fields_are_skipped_counted_and_logged(tmp_path, c
 
 def test_not_utf8_is_reported(tmp_path):
   (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\ncaf\xe9\t1\n")
-  with pytest.raises(DataError, match="train.tsv: not UTF-8 text"):
+  with pytest.raises(DataError, match="train.tsv:2: not UTF-8 text"):
     glue.GlueProcessor("SST-2", tmp_path).get_train_examples()
 
 

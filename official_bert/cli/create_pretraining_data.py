@@ -10,9 +10,13 @@ input has one sentence per line and a blank line between documents.
 Added flags: `--num_workers` (processes; default all cores, fewer for a small corpus), `--gzip`,
 `--shard_size_mb` (the corpus is processed in shards of this much text, in bounded memory; random
 next sentences still come from the whole corpus, through a pool of segments drawn from it).
+
+SIGINT (Ctrl-C) and SIGTERM stop the run within seconds: the workers are terminated, the partial
+outputs removed, and the exit status is 128 + the signal number.
 """
 
 import os
+import signal
 import sys
 
 from absl import flags
@@ -49,7 +53,34 @@ flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
 FLAGS = flags.FLAGS
 
 
+class Stopped(BaseException):
+  """A stop signal (SIGINT, SIGTERM), raised where the run is so that its clean-up runs.
+
+  It is no `Exception`, as `KeyboardInterrupt` is none, so that no error handler on the way takes
+  it for a failure of its own.
+  """
+
+  def __init__(self, signum):
+    super().__init__(signal.Signals(signum).name)
+    self.signum = signum
+
+
+def _raise_stopped(signum, frame):
+  del frame
+  raise Stopped(signum)
+
+
 def main():
+  previous = {signum: signal.signal(signum, _raise_stopped)
+              for signum in (signal.SIGINT, signal.SIGTERM)}
+  try:
+    _create()
+  finally:
+    for signum, handler in previous.items():
+      signal.signal(signum, handler)
+
+
+def _create():
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
@@ -64,6 +95,11 @@ def run():
   """The `bert-create-pretraining-data` command (and `python create_pretraining_data.py`)."""
   try:
     launch(main, ["input_file", "output_file", "vocab_file"])
+  except Stopped as stop:
+    print(f"create_pretraining_data: stopped by {stop}; the workers were terminated and the "
+          "partial outputs removed.", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(128 + stop.signum)  # pylint: disable=protected-access
   except SystemExit as done:
     if done.code not in (None, 0):
       raise

@@ -21,6 +21,8 @@ import sys
 
 from absl import logging
 
+from official_bert import input_errors
+
 # GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -177,8 +179,10 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
       except StopIteration:
         return
       except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text ({e.reason} near line {reader.line_num + 1}); "
-                        "save the file as UTF-8") from e
+        # The decoder reads ahead of the csv reader, so `reader.line_num` is not the bad line.
+        line, column = input_errors.first_bad_utf8_in_file(path)
+        raise DataError(f"{path}:{line}: not UTF-8 text ({e.reason} at byte {column} of the "
+                        "line); save the file as UTF-8") from e
       except csv.Error as e:
         raise DataError(f"{path}:{reader.line_num}: {e}") from e
       start, next_line = next_line, reader.line_num + 1

@@ -17,15 +17,22 @@ Deviations from the original tool, all forced by streaming:
 * instances are shuffled within a shard, not across the whole corpus;
 * the end of an input file ends a document, and a document longer than `2 * shard_bytes` is cut
   into several (the cuts are counted in the summary).
+
+Until the outputs are complete, they are written beside themselves under names that carry the
+output's name, the host and the process id (`out.tfrecord.incomplete-<host>-<pid>`, and the piece
+folder `.out.tfrecord.pieces-<host>-<pid>`). A run that stops on an error or a signal removes them;
+one that was killed cannot, so the next run for the same output removes those of dead processes
+on this host.
 """
 
 import os
 import shutil
-import tempfile
+import socket
 import time
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 from official_bert import file_io
 from official_bert.pretraining import corpus, next_sentences, workers, writer
@@ -88,10 +95,11 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
                len(files), len(outputs), num_workers)
   for path in outputs:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  piece_dir = tempfile.mkdtemp(prefix=".pretraining-pieces-",
-                               dir=os.path.dirname(os.path.abspath(outputs[0])))
+  _remove_debris(outputs)
+  piece_dir = _piece_dir(outputs[0])
   partial = [_temporary_path(path) for path in outputs]
   try:
+    tf.io.gfile.makedirs(piece_dir)
     stats = _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
                        (vocab_file, do_lower_case, options, random_seed, piece_dir, len(outputs),
                         gzip), start)
@@ -176,9 +184,62 @@ def _output_paths(output_files):
   return paths
 
 
+def _run_id():
+  """`<host>-<pid>`: tells which process wrote a partial output, and whether it still runs."""
+  return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def _temporary_path(path):
   """The name under which `path` is written until it is complete."""
-  return f"{path}.incomplete-{os.getpid()}"
+  return f"{path}.incomplete-{_run_id()}"
+
+
+def _piece_dir(path):
+  """The folder of this run's piece files, hidden beside the output `path`."""
+  folder, name = os.path.split(os.path.abspath(path))
+  return os.path.join(folder, f".{name}.pieces-{_run_id()}")
+
+
+def _remove_debris(outputs):
+  """Removes the partial outputs and piece folders that killed runs left beside `outputs`.
+
+  Only those of processes of this host that no longer run are removed: a process of another host
+  (on a shared file system) may still be writing.
+  """
+  host = socket.gethostname()
+  for path in outputs:
+    folder, name = os.path.split(os.path.abspath(path))
+    prefixes = (f"{name}.incomplete-", f".{name}.pieces-")
+    for entry in tf.io.gfile.listdir(folder):
+      entry = entry.rstrip("/")
+      prefix = next((p for p in prefixes if entry.startswith(p)), None)
+      if prefix is None:
+        continue
+      writer_host, _, pid = entry[len(prefix):].rpartition("-")
+      if writer_host != host or not pid.isdigit():
+        continue
+      debris = os.path.join(folder, entry)
+      if _process_runs(int(pid)):
+        logging.warning("%s belongs to process %s, which still runs: is another run writing %s?",
+                        debris, pid, path)
+        continue
+      logging.warning("Removing %s, left by an interrupted run (process %s, no longer running).",
+                      debris, pid)
+      if tf.io.gfile.isdir(debris):
+        tf.io.gfile.rmtree(debris)
+      else:
+        tf.io.gfile.remove(debris)
+
+
+def _process_runs(pid):
+  """Whether a process with this id exists on this host."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # it exists, under another user
+    return True
+  return True
 
 
 def _auto_num_workers(files, dupe_factor):

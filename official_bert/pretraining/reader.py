@@ -13,7 +13,7 @@ The records hold the original features (`input_ids`, `input_mask`, `segment_ids`
 
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert import file_io, input_errors
 from official_bert.pretraining.dynamic_masking import apply_dynamic_masking
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -68,13 +68,16 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
       features, labels = next(iter(ds))
   """
   files = file_io.expand_globs(file_patterns, what="pre-training data")
-  _check_lengths(files[0], seq_length, max_predictions_per_seq)
+  compression_types = [compression_type(f) for f in files]
+  input_errors.note_tfrecord_files(files, compression_types)
+  with input_errors.naming_damaged_tfrecords():
+    _check_lengths(files[0], seq_length, max_predictions_per_seq)
   if input_context is not None:
     batch_size = input_context.get_per_replica_batch_size(batch_size)
   num_pipelines = input_context.num_input_pipelines if input_context else 1
   shard_files = num_pipelines > 1 and len(files) >= num_pipelines
 
-  dataset = tf.data.Dataset.from_tensor_slices((files, [compression_type(f) for f in files]))
+  dataset = tf.data.Dataset.from_tensor_slices((files, compression_types))
   if shard_files:
     dataset = dataset.shard(num_pipelines, input_context.input_pipeline_id)
   if is_training:

@@ -9,11 +9,21 @@ workers are up, and they are simply stopped.
 
 With a single process, a background thread tokenizes the next shard while the current one is
 built and written (`ShardProcessor.process_in_order`).
+
+Workers never outlive this process: leaving the `ShardRunner` (on an error or a signal turned into
+an exception) terminates them, and a worker whose parent was killed outright exits by itself, as
+it watches the pipe that `multiprocessing` keeps open to its parent. Workers ignore SIGINT: a
+Ctrl-C reaches the whole process group, and this process stops them.
 """
 
 import multiprocessing
+import os
 import queue
+import signal
+import threading
 import traceback
+
+from absl import logging
 
 # A worker has at most this many shards queued or in progress.
 _SHARDS_PER_WORKER = 2
@@ -55,6 +65,8 @@ class ShardRunner:
           for _ in range(self._num_helpers)]
       for worker in self._workers:
         worker.start()
+      logging.info("Started %d worker processes: %s.", len(self._workers),
+                   ", ".join(str(w.pid) for w in self._workers))
     return self
 
   def __exit__(self, *exc_info):
@@ -117,13 +129,15 @@ class ShardRunner:
         dead = [w for w in self._workers if w.exitcode is not None]
         if dead:
           raise RuntimeError(
-              f"a pre-training data worker died (exit code {dead[0].exitcode}); out of "
-              "memory? Try fewer --num_workers or a smaller shard size.") from None
+              f"a pre-training data worker (process {dead[0].pid}) died "
+              f"({_exit_reason(dead[0].exitcode)}); out of memory? Try fewer --num_workers or a "
+              "smaller shard size.") from None
         continue
       if kind == "error":
         raise RuntimeError(f"a pre-training data worker failed:\n{payload}")
       if kind == "ready":
         self._ready += 1
+        logging.info("Worker process %d is ready.", payload)
       else:
         self._done[payload.index] = payload
         self._in_flight -= 1
@@ -131,12 +145,31 @@ class ShardRunner:
       block = False
 
 
+def _exit_reason(exitcode):
+  if exitcode < 0:
+    return f"killed by {signal.Signals(-exitcode).name}"
+  return f"exit code {exitcode}"
+
+
+def _exit_with_parent():
+  """Ends this worker when its parent is gone, even killed by SIGKILL.
+
+  The parent holds the write end of a pipe to each worker (`multiprocessing.parent_process()`'s
+  sentinel); its death closes it, which `join` sees at once. Without this, a worker would wait on
+  the task queue forever, as it holds that queue's write end itself.
+  """
+  multiprocessing.parent_process().join()
+  os._exit(1)  # pylint: disable=protected-access
+
+
 def _worker_main(processor_args, tasks, results):
   """The loop of a worker process: build the processor, report ready, process shards."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  threading.Thread(target=_exit_with_parent, daemon=True).start()
   try:
     from official_bert.pretraining import writer  # pylint: disable=g-import-not-at-top
     processor = writer.ShardProcessor(*processor_args)
-    results.put(("ready", None))
+    results.put(("ready", os.getpid()))
     while True:
       shard = tasks.get()
       results.put(("result", processor.process(shard)))

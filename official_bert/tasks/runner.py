@@ -29,7 +29,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import export, file_io
+from official_bert import export, file_io, input_errors
 from official_bert.checkpoints import save_model_dir
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
@@ -213,8 +213,9 @@ class Runner:
       raise ValueError("This runner was built for a run that does not train.")
     logging.info("***** Running training *****  batch size %d, %d steps (%d warmup)",
                  self.config.train_batch_size, self.num_train_steps, self.num_warmup_steps)
-    return self.trainer.train(self._dataset_fn(input_fn, self.config.train_batch_size),
-                              min(num_steps or self.num_train_steps, self.num_train_steps))
+    with input_errors.naming_damaged_tfrecords():
+      return self.trainer.train(self._dataset_fn(input_fn, self.config.train_batch_size),
+                                min(num_steps or self.num_train_steps, self.num_train_steps))
 
   def evaluate(self, input_fn, prefix="eval", max_steps=None):
     """Averages the losses and metrics over a whole evaluation set (or its first batches).
@@ -231,8 +232,9 @@ class Runner:
     """
     logging.info("***** Running evaluation *****  batch size %d%s", self.config.eval_batch_size,
                  f", at most {max_steps} steps" if max_steps else "")
-    results = self.trainer.evaluate(self._dataset_fn(input_fn, self.config.eval_batch_size),
-                                    max_steps)
+    with input_errors.naming_damaged_tfrecords():
+      results = self.trainer.evaluate(self._dataset_fn(input_fn, self.config.eval_batch_size),
+                                      max_steps)
     results.pop("examples")
     return self.eval_results(results, prefix)
 
@@ -269,7 +271,8 @@ class Runner:
     """
     batch_size = batch_size or self.config.predict_batch_size
     logging.info("***** Running prediction *****  batch size %d", batch_size)
-    return self.trainer.predict(self._dataset_fn(input_fn, batch_size), keep)
+    with input_errors.naming_damaged_tfrecords():
+      return self.trainer.predict(self._dataset_fn(input_fn, batch_size), keep)
 
   def write_eval_results(self, results, file_name=EVAL_RESULTS):
     """Writes `results` to `output_dir/<file_name>` (on the chief) and returns the path."""

@@ -101,6 +101,8 @@ class Trainer:
         lambda features: strategy.run(self._replica_predict_step, args=(features,)),
         reduce_retracing=True)
     self._spec = self._variables = None
+    # The checkpoint `restore` read last (not always the newest: see `restore`).
+    self.restored_checkpoint = None
 
   # === Checkpoints ===
 
@@ -112,15 +114,23 @@ class Trainer:
     """Restores model, optimizer, step and random state from a checkpoint.
 
     Args:
-      path: a checkpoint prefix; the newest in `model_dir` by default.
+      path: a checkpoint prefix; by default the newest in `model_dir` that can be read (see
+        `checkpointing.restore_newest`).
 
     Returns:
       The global step restored, 0 when there is no checkpoint.
+
+    Raises:
+      checkpointing.UnreadableCheckpointError: `model_dir` holds checkpoints, none readable.
     """
-    path = path or self.latest_checkpoint()
+    checkpoint = tf.train.Checkpoint(**self._trackables)
+    if path is None:
+      path = checkpointing.restore_newest(checkpoint, self.model_dir)
+    else:
+      checkpoint.read(path).expect_partial()
+    self.restored_checkpoint = path
     if path is None:
       return 0
-    tf.train.Checkpoint(**self._trackables).read(path).expect_partial()
     step = int(self.global_step.numpy())
     logging.info("Restored %s (step %d).", path, step)
     return step
@@ -149,7 +159,7 @@ class Trainer:
     if step >= num_steps:
       logging.info("Training already reached step %d of %d.", step, num_steps)
       return {}
-    latest = self.latest_checkpoint()
+    latest = self.restored_checkpoint
     resume_iterator = (self.checkpoint_iterator and latest is not None
                        and checkpointing.holds_iterator(latest))
     iterator = iter(self._dataset(dataset_fn, skip_steps=0 if resume_iterator else step))
