@@ -277,6 +277,74 @@ def test_not_utf8_is_reported(tmp_path):
     glue.GlueProcessor("SST-2", tmp_path).get_train_examples()
 
 
+XNLI_DEV_HEADER = tsv("language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse",
+                      "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "promptID",
+                      "pairID", "genre", "label1", "label2", "label3", "label4", "label5")
+
+
+def xnli_dev_row(language, label, premise, hypothesis, pair_id):
+  return tsv(language, label, "(x)", "(y)", "(ROOT x)", "(ROOT y)", premise, hypothesis, "1",
+             pair_id, "fiction", label, label, label, label, label)
+
+
+def write_xnli(folder):
+  """The files of XNLI-1.0 (`xnli.dev.tsv`) and XNLI-MT-1.0 (`multinli/`) as the original reads
+  them; the training files use MultiNLI's `contradictory` for `contradiction`."""
+  (folder / "multinli").mkdir(parents=True)
+  write(folder / "multinli", "multinli.train.zh.tsv", [
+      tsv("premise", "hypo", "label"), tsv("他 来 了", "他 走 了", "contradictory"),
+      tsv("天 很 蓝", "天 是 蓝 的", "entailment"), tsv("我 饿 了", "我 想 吃饭", "neutral")])
+  write(folder / "multinli", "multinli.train.de.tsv", [
+      tsv("premise", "hypo", "label"), tsv("Er kam", "Er ging", "contradictory")])
+  write(folder, "xnli.dev.tsv", [
+      XNLI_DEV_HEADER, xnli_dev_row("en", "neutral", "He came", "He left", "1"),
+      xnli_dev_row("zh", "contradiction", "他 来 了", "他 走 了", "1"),
+      xnli_dev_row("de", "entailment", "Er kam", "Er ist da", "2"),
+      xnli_dev_row("zh", "entailment", "天 很 蓝", "天 是 蓝 的", "2")])
+
+
+def test_xnli_reads_the_original_files_and_language(tmp_path):
+  write_xnli(tmp_path)
+  processor = classifier_data.get_processor("XNLI", str(tmp_path))
+  assert processor.language == "zh" and processor.task.name == "XNLI"
+  assert processor.get_labels() == ["contradiction", "entailment", "neutral"]
+  assert processor.splits == ("train", "dev")
+  assert processor.get_train_examples() == [
+      InputExample("train-0", "他 来 了", "他 走 了", "contradiction"),
+      InputExample("train-1", "天 很 蓝", "天 是 蓝 的", "entailment"),
+      InputExample("train-2", "我 饿 了", "我 想 吃饭", "neutral")]
+  assert processor.get_dev_examples() == [
+      InputExample("dev-1", "他 来 了", "他 走 了", "contradiction"),
+      InputExample("dev-2", "天 很 蓝", "天 是 蓝 的", "entailment")]
+  assert processor.other_language_rows == {str(tmp_path / "xnli.dev.tsv"): 2}
+
+  german = glue.GlueProcessor("xnli", tmp_path, language="de")
+  assert german.split_file("train") == str(tmp_path / "multinli" / "multinli.train.de.tsv")
+  assert [e.label for e in german.get_train_examples()] == ["contradiction"]
+  assert [e.text_a for e in german.get_dev_examples()] == ["Er kam"]
+  with pytest.raises(FileNotFoundError, match=r"multinli.train.fr.tsv'\] is in"):
+    glue.GlueProcessor("XNLI", tmp_path, language="fr").get_train_examples()
+  with pytest.raises(DataError, match="xnli.dev.tsv: no row has language 'fr' in column "
+                     "'language'"):
+    glue.GlueProcessor("XNLI", tmp_path, language="fr").get_dev_examples()
+  with pytest.raises(ValueError, match="A language applies to XNLI only, not to GLUE MNLI"):
+    glue.GlueProcessor("MNLI", tmp_path, language="zh")
+
+
+def test_xnli_bad_rows_are_named(tmp_path):
+  write_xnli(tmp_path)
+  write(tmp_path / "multinli", "multinli.train.zh.tsv", [
+      tsv("premise", "hypo", "label"), tsv("a", "b", "maybe")])
+  with pytest.raises(DataError, match=r"multinli.train.zh.tsv:2: column 'label' is 'maybe', not "
+                     "one of the XNLI labels"):
+    glue.GlueProcessor("XNLI", tmp_path).get_train_examples()
+  write(tmp_path, "xnli.dev.tsv", [tsv("gold_label", "sentence1", "sentence2"),
+                                   tsv("neutral", "a", "b")])
+  with pytest.raises(DataError, match=r"xnli.dev.tsv:1: the header lacks column\(s\) "
+                     r"\['language'\]"):
+    glue.GlueProcessor("XNLI", tmp_path).get_dev_examples()
+
+
 # --- GLUE, on the real files beside the repository ---------------------------------------------
 
 def test_real_cola_files():
