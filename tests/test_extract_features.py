@@ -340,6 +340,19 @@ def test_features_of_the_shared_tiny_tf1_checkpoint_match_the_original(tmp_path)
                                      tmp_path)
 
 
+def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored():
+  code = ("from official_bert.cli import extract_features as tool; "
+          "tool.FLAGS(['extract_features.py', '--use_tpu=true', '--master=grpc://10.0.0.2:8470', "
+          "'--num_tpu_cores=8', '--use_one_hot_embeddings=true']); "
+          "print(tool.FLAGS.use_tpu, tool.FLAGS.master, tool.FLAGS.num_tpu_cores, "
+          "tool.FLAGS.use_one_hot_embeddings, *tool.ignored_flags_set())")
+  result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.split() == ["True", "grpc://10.0.0.2:8470", "8", "True", "use_tpu",
+                                   "master", "use_one_hot_embeddings"]
+
+
 @pytest.mark.slow
 def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, tmp_path):
   import tensorflow as tf
@@ -349,9 +362,12 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
   command = [sys.executable, os.path.join(ROOT, "extract_features.py"),
              f"--input_file={input_file}", f"--output_file={output}",
              f"--init_checkpoint={checkpoint[1]}", "--layers=-1", "--max_seq_length=16",
-             "--batch_size=2", f"--export_dir={export_dir}"]
+             "--batch_size=2", f"--export_dir={export_dir}",
+             # Commands written for the original may pass these: accepted, and ignored.
+             "--use_tpu=false", "--num_tpu_cores=8", "--use_one_hot_embeddings=true"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
+  assert "--use_one_hot_embeddings=True is ignored: it chose a one-hot matmul" in result.stderr
   records = _read_jsonl(output)
   assert len(records) == len(LINES)
 
