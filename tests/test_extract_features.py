@@ -124,11 +124,15 @@ def test_minilm_mean_embeddings_reproduce_published_similarities(tmp_path):
 def test_truncation_follows_the_original(checkpoint, tmp_path):
   tokenizer = tokenization.FullTokenizer(os.path.join(checkpoint[1], "vocab.txt"))
   examples = [feature_extraction.InputExample(0, "the cat sat on the mat", None),
-              feature_extraction.InputExample(1, "the cat sat on the mat", "a dog")]
+              feature_extraction.InputExample(1, "the cat sat on the mat", "a dog"),
+              # A second text without tokens leaves one text, as in the original.
+              feature_extraction.InputExample(2, "the cat sat on the mat", "\x07")]
   features = feature_extraction.convert_examples_to_features(examples, tokenizer, 7)
   assert features.tokens == (["[CLS]", "the", "cat", "sat", "on", "the", "[SEP]"],
-                             ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "[SEP]"])
-  assert features.num_truncated == 2
+                             ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "[SEP]"],
+                             ["[CLS]", "the", "cat", "sat", "on", "the", "[SEP]"])
+  assert features.input_type_ids[2].tolist() == [0] * 7
+  assert features.num_truncated == 3
 
 
 def test_bad_input_is_named(checkpoint, tmp_path):

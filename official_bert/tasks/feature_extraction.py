@@ -140,8 +140,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length):
   all_tokens, num_truncated = [], 0
   for i, example in enumerate(examples):
     tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
-    if tokens_b is None:
+    # As in the original, a second text without tokens leaves a single one, `[CLS] a [SEP]`.
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    if not tokens_b:
       if len(tokens_a) > max_seq_length - 2:
         num_truncated += 1
         tokens_a = tokens_a[:max_seq_length - 2]
