@@ -271,10 +271,42 @@ def test_qqp_rows_with_missing_fields_are_skipped_counted_and_logged(tmp_path, c
     glue.GlueProcessor("QQP", tmp_path, skip_malformed_rows=False).get_train_examples()
 
 
-def test_not_utf8_is_reported(tmp_path):
-  (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\ncaf\xe9\t1\n")
-  with pytest.raises(DataError, match="train.tsv: not UTF-8 text"):
-    glue.GlueProcessor("SST-2", tmp_path).get_train_examples()
+def test_bytes_that_are_not_utf8_are_dropped_counted_and_reported(tmp_path, caplog):
+  # Latin-1 text in a GLUE file: the original decoded with "ignore", dropping the stray bytes.
+  path = tmp_path / "train.tsv"
+  path.write_bytes(b"\xef\xbb\xbfsentence\tlabel\ncaf\xe9 cr\xe8me\t1\nfine\t0\r\nna\xefve\t1\n")
+  processor = glue.GlueProcessor("SST-2", tmp_path)
+  with caplog.at_level(logging.WARNING):
+    examples = processor.get_train_examples()
+  assert [(e.text_a, e.label) for e in examples] == [("caf crme", "1"), ("fine", "0"),
+                                                    ("nave", "1")]
+  assert processor.dropped_bytes == {str(path): 3}
+  assert (f"{path}: dropped 3 byte(s) that are not UTF-8 on 2 line(s) (lines 2, 4), as the "
+          "original did") in caplog.text
+
+
+@pytest.mark.parametrize("name, content, line", [
+    ("train.csv", b'text,label\n"caf\xe9, ok",a\nfine,b\n', 2),
+    ("train.jsonl", b'{"text": "caf\xe9, ok", "label": "a"}\n{"text": "fine", "label": "b"}\n', 1)])
+def test_custom_files_drop_and_count_bytes_that_are_not_utf8(tmp_path, caplog, name, content,
+                                                             line):
+  (tmp_path / name).write_bytes(content)
+  processor = custom_data.CustomProcessor(tmp_path, text_a_column="text", label_column="label")
+  with caplog.at_level(logging.WARNING):
+    examples = processor.get_train_examples()
+  assert [e.text_a for e in examples] == ["caf, ok", "fine"]
+  assert processor.dropped_bytes == {str(tmp_path / name): 1}
+  assert f"dropped 1 byte(s) that are not UTF-8 on 1 line(s) (line {line})" in caplog.text
+
+
+def test_line_ends_and_byte_order_mark_are_read_as_before(tmp_path):
+  # CR, CR LF and LF end lines, as open(newline="") splits them; a quoted CSV field spans lines.
+  (tmp_path / "train.csv").write_bytes(
+      b'\xef\xbb\xbftext,label\r"two\nlines",a\r\nthree,b\rfour,a\n')
+  processor = custom_data.CustomProcessor(tmp_path, text_a_column="text", label_column="label")
+  assert [(e.text_a, e.label) for e in processor.get_train_examples()] == [
+      ("two\nlines", "a"), ("three", "b"), ("four", "a")]
+  assert processor.dropped_bytes == {str(tmp_path / "train.csv"): 0}
 
 
 XNLI_DEV_HEADER = tsv("language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse",

@@ -135,12 +135,22 @@ def test_truncation_follows_the_original(checkpoint, tmp_path):
   assert features.num_truncated == 3
 
 
+def test_bytes_that_are_not_utf8_are_dropped_counted_and_reported(checkpoint, tmp_path, caplog):
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(b"the cat\n\xff\xfethe dog ran\n a \xc3 dog ||| the\xe9 cat\n")
+  output = tmp_path / "out.jsonl"
+  task = _extract(bad, output, checkpoint[1], layers="-1", max_seq_length=16)
+  # The original's decode("utf-8", "ignore"): the stray bytes go, the rest of each line stays.
+  assert [(e.text_a, e.text_b) for e in task.examples] == [
+      ("the cat", None), ("the dog ran", None), ("a  dog", "the cat")]
+  assert task.summary[-1] == (f"{bad}: 3 lines, 0 truncated, {bad}: dropped 4 byte(s) that are "
+                              "not UTF-8 on 2 line(s) (lines 2, 3), as the original did")
+  assert f"{bad}: dropped 4 byte(s) that are not UTF-8 on 2 line(s)" in caplog.text
+  assert len(_read_jsonl(output)) == 3
+
+
 def test_bad_input_is_named(checkpoint, tmp_path):
   ckpt = checkpoint[1]
-  bad = tmp_path / "bad.txt"
-  bad.write_bytes(b"fine\n\xff broken\n")
-  with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
-    feature_extraction.read_examples(str(bad))
   good = tmp_path / "good.txt"
   good.write_text("the cat\n")
   output = tmp_path / "out.jsonl"

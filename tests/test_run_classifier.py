@@ -289,6 +289,17 @@ def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp
   assert results["global_step"] == 0 and 0 <= results["eval_accuracy"] <= 1
 
 
+def test_bytes_that_are_not_utf8_are_counted_in_the_summary(tmp_path):
+  run = _bad_data_task(tmp_path)
+  (tmp_path / "data" / "train.tsv").write_bytes(b"sentence\tlabel\ngood \xff\xfefood\t1\n")
+  task = classification.ClassificationTask(
+      bert_config=BertConfig.from_json_file(run["bert_config_file"]), vocab_file=run["vocab_file"],
+      task_name="SST-2", data_dir=run["data_dir"])
+  assert task._read("train")[0].text_a == "good food"
+  assert task.summary == ["train: 1 examples, 0 malformed row(s) skipped, 2 byte(s) that are not "
+                          "UTF-8 dropped (as the original did)"]
+
+
 @pytest.mark.parametrize("changes, message", [
     (dict(do_train=False), "do_train, do_eval or do_predict"),
     (dict(max_seq_length=129), "max_position_embeddings"),

@@ -22,6 +22,7 @@ import os
 
 from absl import logging
 
+from official_bert import utf8
 from official_bert.data import classifier_data
 
 _BINARY = ("0", "1")
@@ -138,6 +139,7 @@ class GlueProcessor(classifier_data.DataProcessor):
     task: the `GlueTask`.
     skipped_rows: file path -> number of rows skipped in it, for the files read so far.
     other_language_rows: file path -> number of rows of other languages passed over (XNLI).
+    dropped_bytes: file path -> number of bytes that are not UTF-8, dropped as in the original.
 
   Example:
 
@@ -161,6 +163,7 @@ class GlueProcessor(classifier_data.DataProcessor):
     self.skip_malformed_rows = (self.task.skip_malformed_by_default
                                 if skip_malformed_rows is None else skip_malformed_rows)
     self.skipped_rows = {}
+    self.dropped_bytes = {}
     self.other_language_rows = {}
 
   @property
@@ -183,7 +186,9 @@ class GlueProcessor(classifier_data.DataProcessor):
 
   def get_examples(self, split):
     path = self.split_file(split)
-    rows = classifier_data.non_empty_rows(path)
+    dropped = utf8.DroppedBytes(path)
+    rows = classifier_data.non_empty_rows(path, dropped=dropped)
+    self.dropped_bytes[path] = dropped.num_bytes
     issues = classifier_data.RowIssues(path, skip=self.skip_malformed_rows)
     if split in self.task.headerless:
       width, text_a, label = self.task.headerless[split]

@@ -242,7 +242,11 @@ class ClassificationTask(base.Task):
     skipped = processor.skipped_rows.get(key, 0)
     logging.info("Read %d %s examples (%d malformed row(s) skipped).", len(examples), split,
                  skipped)
-    self.summary.append(f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped")
+    summary = f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped"
+    dropped = getattr(processor, "dropped_bytes", {}).get(key, 0)
+    if dropped:
+      summary += f", {dropped} byte(s) that are not UTF-8 dropped (as the original did)"
+    self.summary.append(summary)
     self.sentence_pair = examples[0].text_b is not None
     self.examples[split] = examples
     return examples
