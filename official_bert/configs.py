@@ -7,6 +7,7 @@ import os
 import tensorflow as tf
 
 from official_bert import file_io
+from official_bert.layers.activations import canonical_activation, original_activation_name
 
 # Real configuration files carry keys of their own (`directionality`, `pooler_*`, `layer_norm_eps`,
 # `model_type`, ...). They are accepted and ignored; only these fields shape the network.
@@ -28,8 +29,11 @@ class BertConfig:
     num_hidden_layers: number of transformer layers.
     num_attention_heads: attention heads per layer; must divide `hidden_size`.
     intermediate_size: width of the feed-forward layer inside each transformer layer.
-    hidden_act: feed-forward activation: `gelu` (exact, erf), `gelu_new` / `gelu_tanh` (the tanh
-      approximation), `relu`, `silu` / `swish` or `tanh`.
+    hidden_act: feed-forward activation: `gelu_tanh` (the original's GELU, the tanh
+      approximation), `gelu_erf` (the exact GELU of Hugging Face and Model Garden), `relu`,
+      `silu`, `tanh` or `linear`. A bare `gelu` means what it means in the original
+      `bert_config.json`, the tanh form; other spellings are accepted too (`gelu_new`,
+      `gelu_exact`, `swish`, see `layers.activations`). The field holds the canonical name.
     hidden_dropout_prob: dropout on embeddings, attention output and feed-forward output.
     attention_probs_dropout_prob: dropout on the attention probabilities.
     max_position_embeddings: longest sequence the position table covers.
@@ -49,7 +53,7 @@ class BertConfig:
   num_hidden_layers: int = 12
   num_attention_heads: int = 12
   intermediate_size: int = 3072
-  hidden_act: str = "gelu"
+  hidden_act: str = "gelu_tanh"
   hidden_dropout_prob: float = 0.1
   attention_probs_dropout_prob: float = 0.1
   max_position_embeddings: int = 512
@@ -71,8 +75,12 @@ class BertConfig:
     if self.hidden_size % self.num_attention_heads:
       raise ValueError(f"BertConfig.hidden_size ({self.hidden_size}) must be a multiple of "
                        f"num_attention_heads ({self.num_attention_heads}).")
-    if not isinstance(self.hidden_act, str):
-      raise ValueError(f"BertConfig.hidden_act must be a string, got {self.hidden_act!r}.")
+    # One name per function, so that equal configs build equal networks and a written config
+    # says which GELU it means.
+    try:
+      object.__setattr__(self, "hidden_act", canonical_activation(self.hidden_act))
+    except ValueError as error:
+      raise ValueError(f"BertConfig.hidden_act: {error}") from None
 
   @property
   def head_size(self):
@@ -121,12 +129,28 @@ class BertConfig:
                        f"{error.msg}.") from None
     return cls.from_dict(values, source=path)
 
-  def to_dict(self):
-    return dataclasses.asdict(self)
+  def to_dict(self, original_names=False):
+    """The fields as a dict.
 
-  def to_json_file(self, path):
-    """Writes the config as `bert_config.json` (atomically: a reader never sees half a file)."""
-    file_io.write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+    Args:
+      original_names: name the activation as the original google-research/bert code does
+        (`gelu` for `gelu_tanh`), for a `bert_config.json` that the original must read.
+    """
+    values = dataclasses.asdict(self)
+    if original_names:
+      values["hidden_act"] = original_activation_name(self.hidden_act)
+    return values
+
+  def to_json_file(self, path, original_names=False):
+    """Writes the config as `bert_config.json` (atomically: a reader never sees half a file).
+
+    Args:
+      path: the file.
+      original_names: see `to_dict`; by default the activation's canonical name is written, so
+        re-reading the file never changes the function.
+    """
+    file_io.write_text(path, json.dumps(self.to_dict(original_names), indent=2, sort_keys=True)
+                       + "\n")
 
 
 def _small_bert(layers, hidden):

@@ -1,19 +1,10 @@
-"""Errors in input files that say which file, and where in it.
+"""Errors in TFRecord files that say which file.
 
-Two cases where the error as raised does not:
-
-* TensorFlow's `DataLossError` for a truncated or corrupt TFRecord names an offset but no file,
-  and surfaces far from the reader, inside the training loop. The runner trains, evaluates and
-  predicts inside `naming_damaged_tfrecords`, the readers note the files of the datasets they
-  build there (`note_tfrecord_files`), and the error is turned into one that names the damaged
-  file, found by reading the noted files again.
-* A text file opened in text mode reports a bad UTF-8 byte at an offset within the decoder's
-  read-ahead buffer, not at a line. `first_bad_utf8` finds the exact line from the raw bytes.
-
-Example:
-
->>> first_bad_utf8(b"good\\nalso good\\nbad \\xff here\\n")
-(3, 5)
+TensorFlow's `DataLossError` for a truncated or corrupt TFRecord names an offset but no file, and
+surfaces far from the reader, inside the training loop. The runner trains, evaluates and predicts
+inside `naming_damaged_tfrecords`, the readers note the files of the datasets they build there
+(`note_tfrecord_files`), and the error is turned into one that names the damaged file, found by
+reading the noted files again.
 """
 
 import contextlib
@@ -74,28 +65,3 @@ def _name_damaged_tfrecord(files):
     except tf.errors.OpError:
       continue  # gone or unreadable since: not the file this error came from
   return None
-
-
-def first_bad_utf8(data, first_line=1):
-  """Locates the first byte of `data` that is not UTF-8.
-
-  Args:
-    data: `bytes`, lines separated by `b"\\n"`.
-    first_line: the line number of the first line of `data`.
-
-  Returns:
-    `(line, column)` of that byte, both 1-based (the column counts bytes), or None when `data` is
-    all UTF-8.
-  """
-  try:
-    data.decode("utf-8")
-    return None
-  except UnicodeDecodeError as error:
-    line_start = data.rfind(b"\n", 0, error.start) + 1
-    return first_line + data.count(b"\n", 0, error.start), error.start - line_start + 1
-
-
-def first_bad_utf8_in_file(path):
-  """`first_bad_utf8` of the whole file at `path` (any `tf.io.gfile` file system)."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    return first_bad_utf8(f.read())

@@ -24,7 +24,10 @@ import json
 import posixpath
 import unicodedata
 
+from absl import logging
 import tensorflow as tf
+
+from official_bert import utf8
 
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
@@ -45,7 +48,11 @@ CJK_RANGES = (
 
 
 def convert_to_unicode(text):
-  """Returns `text` as `str`, decoding UTF-8 bytes.
+  """Returns `text` as `str`, decoding UTF-8 bytes as the original did.
+
+  Bytes that are not UTF-8 are dropped (the original's `decode("utf-8", "ignore")`), with a
+  warning that counts them; the file readers decode line by line themselves and report the file
+  and lines (`official_bert.utf8`).
 
   Args:
     text: `str`, `bytes` or `bytearray`.
@@ -54,18 +61,16 @@ def convert_to_unicode(text):
     The text as `str`.
 
   Raises:
-    ValueError: bytes that are not valid UTF-8 (the message gives the byte offset), or another type.
+    ValueError: another type.
   """
   if isinstance(text, str):
     return text
   if isinstance(text, (bytes, bytearray)):
-    try:
-      return bytes(text).decode("utf-8")
-    except UnicodeDecodeError as e:
-      raise ValueError(
-          f"Text is not valid UTF-8 at byte {e.start} ({bytes(text)[e.start:e.end]!r} in "
-          f"{bytes(text)[max(0, e.start - 20):e.end + 20]!r}); re-encode the input as UTF-8."
-      ) from e
+    decoded, dropped = utf8.decode(bytes(text))
+    if dropped:
+      logging.warning("Dropped %d byte(s) that are not UTF-8 from the text %r, as the original "
+                      "did.", dropped, bytes(text)[:60])
+    return decoded
   raise ValueError(f"Expected str or bytes text, got {type(text).__name__}: {text!r:.80}")
 
 

@@ -8,11 +8,18 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from conftest import minilm_model_dir
-from official_bert import BertConfig, BertEncoder, BertPretrainer
+from official_bert import BertConfig, BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import huggingface, load_encoder, load_pretrainer
 
 CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=16, max_position_embeddings=16)
+                    intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_erf")
+# The Hugging Face `hidden_act` of each GELU: its `gelu` is the exact (erf) form.
+HF_ACTIVATION = {"gelu_erf": "gelu", "gelu_tanh": "gelu_new"}
+
+
+def hf_config(config, **extra_config):
+  """The `config.json` values of `config`, with Hugging Face's activation name."""
+  return {**config.to_dict(), "hidden_act": HF_ACTIVATION[config.hidden_act], **extra_config}
 
 
 def hf_tensors(config, prefix="", heads=True, old_norm_names=False, seed=0):
@@ -65,8 +72,8 @@ def hf_tensors(config, prefix="", heads=True, old_norm_names=False, seed=0):
 def write_hf_folder(folder, tensors, config=CONFIG, **extra_config):
   folder.mkdir(parents=True, exist_ok=True)
   save_file(tensors, str(folder / "model.safetensors"))
-  values = {**config.to_dict(), "model_type": "bert", "layer_norm_eps": 1e-12,
-            "architectures": ["BertForPreTraining"], **extra_config}
+  values = hf_config(config, **{"model_type": "bert", "layer_norm_eps": 1e-12,
+                               "architectures": ["BertForPreTraining"], **extra_config})
   (folder / "config.json").write_text(json.dumps(values))
   return folder
 
@@ -138,10 +145,35 @@ def test_config_that_the_encoder_cannot_reproduce_is_refused(tmp_path):
   assert config == CONFIG
 
 
+@pytest.mark.parametrize("hf_name, function", [
+    ("gelu", "gelu_erf"), (None, "gelu_erf"), ("gelu_python", "gelu_erf"),
+    ("gelu_new", "gelu_tanh"), ("gelu_pytorch_tanh", "gelu_tanh"), ("relu", "relu")])
+def test_hf_activation_names_are_read_as_hugging_face_means_them(tmp_path, hf_name, function):
+  folder = write_hf_folder(tmp_path / "hf", hf_tensors(CONFIG, heads=False), hidden_act=hf_name)
+  if hf_name is None:  # Hugging Face's default
+    values = json.loads((folder / "config.json").read_text())
+    del values["hidden_act"]
+    (folder / "config.json").write_text(json.dumps(values))
+  assert huggingface.read_hf_config(folder).hidden_act == function
+  # Converted to a model folder, the function is written by its own name and read back.
+  converted = checkpoints.convert("hf", folder, tmp_path / "converted")
+  assert json.loads((tmp_path / "converted" / "bert_config.json").read_text())[
+      "hidden_act"] == function
+  assert checkpoints.read_config(converted).hidden_act == function
+  assert load_encoder(converted).transformer_layers[0].activation == function
+
+
+def test_an_hf_activation_without_a_counterpart_is_refused(tmp_path):
+  folder = write_hf_folder(tmp_path / "hf", hf_tensors(CONFIG, heads=False),
+                           hidden_act="quick_gelu")
+  with pytest.raises(ValueError, match=r"config.json: hidden_act 'quick_gelu' is not supported"):
+    load_encoder(folder)
+
+
 def test_pytorch_file_needs_torch_or_reads_through_it(tmp_path):
   folder = tmp_path / "hf"
   folder.mkdir()
-  (folder / "config.json").write_text(json.dumps(CONFIG.to_dict()))
+  (folder / "config.json").write_text(json.dumps(hf_config(CONFIG)))
   tensors = hf_tensors(CONFIG, heads=False)
   if importlib.util.find_spec("torch") is None:
     (folder / "pytorch_model.bin").write_bytes(b"not read without torch")

@@ -197,3 +197,32 @@ def test_rewriting_a_prefix_replaces_the_old_checkpoint(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == [
       "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"]
   assert tf1.has_pretraining_heads(tf1.list_tf1_variables(prefix))
+
+
+@pytest.mark.parametrize("hidden_act, formats, written", [
+    ("gelu_tanh", ("tf1",), "gelu"), ("gelu_tanh", ("keras", "tf1"), "gelu"),
+    ("gelu_tanh", ("keras",), "gelu_tanh"), ("gelu_erf", ("keras",), "gelu_erf"),
+    ("gelu_erf", ("keras", "tf1"), "gelu_erf")])
+def test_exported_folders_name_the_gelu_so_that_reading_them_back_keeps_it(
+    tmp_path, hidden_act, formats, written):
+  import dataclasses
+  import json
+
+  from official_bert import checkpoints
+
+  config = dataclasses.replace(CONFIG, hidden_act=hidden_act)
+  folder = checkpoints.write_dir(BertEncoder(config), tmp_path / "out", formats=formats)
+  # The original code reads `gelu` as its tanh form; `gelu_erf` has no name there.
+  assert json.loads((tmp_path / "out" / "bert_config.json").read_text())["hidden_act"] == written
+  assert checkpoints.read_config(folder).hidden_act == hidden_act
+  assert checkpoints.load_encoder(folder).transformer_layers[1].activation == hidden_act
+
+
+def test_an_erf_gelu_written_for_the_original_code_is_warned_about(tmp_path, caplog):
+  import dataclasses
+
+  from official_bert import checkpoints
+
+  checkpoints.write_dir(BertEncoder(dataclasses.replace(CONFIG, hidden_act="gelu_erf")),
+                        tmp_path / "out", formats=("tf1",))
+  assert "hidden_act 'gelu_erf' has no name in the original" in caplog.text

@@ -271,10 +271,110 @@ def test_qqp_rows_with_missing_fields_are_skipped_counted_and_logged(tmp_path, c
     glue.GlueProcessor("QQP", tmp_path, skip_malformed_rows=False).get_train_examples()
 
 
-def test_not_utf8_is_reported(tmp_path):
-  (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\ncaf\xe9\t1\n")
-  with pytest.raises(DataError, match="train.tsv:2: not UTF-8 text"):
-    glue.GlueProcessor("SST-2", tmp_path).get_train_examples()
+def test_bytes_that_are_not_utf8_are_dropped_counted_and_reported(tmp_path, caplog):
+  # Latin-1 text in a GLUE file: the original decoded with "ignore", dropping the stray bytes.
+  path = tmp_path / "train.tsv"
+  path.write_bytes(b"\xef\xbb\xbfsentence\tlabel\ncaf\xe9 cr\xe8me\t1\nfine\t0\r\nna\xefve\t1\n")
+  processor = glue.GlueProcessor("SST-2", tmp_path)
+  with caplog.at_level(logging.WARNING):
+    examples = processor.get_train_examples()
+  assert [(e.text_a, e.label) for e in examples] == [("caf crme", "1"), ("fine", "0"),
+                                                    ("nave", "1")]
+  assert processor.dropped_bytes == {str(path): 3}
+  assert (f"{path}: dropped 3 byte(s) that are not UTF-8 on 2 line(s) (lines 2, 4), as the "
+          "original did") in caplog.text
+
+
+@pytest.mark.parametrize("name, content, line", [
+    ("train.csv", b'text,label\n"caf\xe9, ok",a\nfine,b\n', 2),
+    ("train.jsonl", b'{"text": "caf\xe9, ok", "label": "a"}\n{"text": "fine", "label": "b"}\n', 1)])
+def test_custom_files_drop_and_count_bytes_that_are_not_utf8(tmp_path, caplog, name, content,
+                                                             line):
+  (tmp_path / name).write_bytes(content)
+  processor = custom_data.CustomProcessor(tmp_path, text_a_column="text", label_column="label")
+  with caplog.at_level(logging.WARNING):
+    examples = processor.get_train_examples()
+  assert [e.text_a for e in examples] == ["caf, ok", "fine"]
+  assert processor.dropped_bytes == {str(tmp_path / name): 1}
+  assert f"dropped 1 byte(s) that are not UTF-8 on 1 line(s) (line {line})" in caplog.text
+
+
+def test_line_ends_and_byte_order_mark_are_read_as_before(tmp_path):
+  # CR, CR LF and LF end lines, as open(newline="") splits them; a quoted CSV field spans lines.
+  (tmp_path / "train.csv").write_bytes(
+      b'\xef\xbb\xbftext,label\r"two\nlines",a\r\nthree,b\rfour,a\n')
+  processor = custom_data.CustomProcessor(tmp_path, text_a_column="text", label_column="label")
+  assert [(e.text_a, e.label) for e in processor.get_train_examples()] == [
+      ("two\nlines", "a"), ("three", "b"), ("four", "a")]
+  assert processor.dropped_bytes == {str(tmp_path / "train.csv"): 0}
+
+
+XNLI_DEV_HEADER = tsv("language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse",
+                      "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "promptID",
+                      "pairID", "genre", "label1", "label2", "label3", "label4", "label5")
+
+
+def xnli_dev_row(language, label, premise, hypothesis, pair_id):
+  return tsv(language, label, "(x)", "(y)", "(ROOT x)", "(ROOT y)", premise, hypothesis, "1",
+             pair_id, "fiction", label, label, label, label, label)
+
+
+def write_xnli(folder):
+  """The files of XNLI-1.0 (`xnli.dev.tsv`) and XNLI-MT-1.0 (`multinli/`) as the original reads
+  them; the training files use MultiNLI's `contradictory` for `contradiction`."""
+  (folder / "multinli").mkdir(parents=True)
+  write(folder / "multinli", "multinli.train.zh.tsv", [
+      tsv("premise", "hypo", "label"), tsv("他 来 了", "他 走 了", "contradictory"),
+      tsv("天 很 蓝", "天 是 蓝 的", "entailment"), tsv("我 饿 了", "我 想 吃饭", "neutral")])
+  write(folder / "multinli", "multinli.train.de.tsv", [
+      tsv("premise", "hypo", "label"), tsv("Er kam", "Er ging", "contradictory")])
+  write(folder, "xnli.dev.tsv", [
+      XNLI_DEV_HEADER, xnli_dev_row("en", "neutral", "He came", "He left", "1"),
+      xnli_dev_row("zh", "contradiction", "他 来 了", "他 走 了", "1"),
+      xnli_dev_row("de", "entailment", "Er kam", "Er ist da", "2"),
+      xnli_dev_row("zh", "entailment", "天 很 蓝", "天 是 蓝 的", "2")])
+
+
+def test_xnli_reads_the_original_files_and_language(tmp_path):
+  write_xnli(tmp_path)
+  processor = classifier_data.get_processor("XNLI", str(tmp_path))
+  assert processor.language == "zh" and processor.task.name == "XNLI"
+  assert processor.get_labels() == ["contradiction", "entailment", "neutral"]
+  assert processor.splits == ("train", "dev")
+  assert processor.get_train_examples() == [
+      InputExample("train-0", "他 来 了", "他 走 了", "contradiction"),
+      InputExample("train-1", "天 很 蓝", "天 是 蓝 的", "entailment"),
+      InputExample("train-2", "我 饿 了", "我 想 吃饭", "neutral")]
+  assert processor.get_dev_examples() == [
+      InputExample("dev-1", "他 来 了", "他 走 了", "contradiction"),
+      InputExample("dev-2", "天 很 蓝", "天 是 蓝 的", "entailment")]
+  assert processor.other_language_rows == {str(tmp_path / "xnli.dev.tsv"): 2}
+
+  german = glue.GlueProcessor("xnli", tmp_path, language="de")
+  assert german.split_file("train") == str(tmp_path / "multinli" / "multinli.train.de.tsv")
+  assert [e.label for e in german.get_train_examples()] == ["contradiction"]
+  assert [e.text_a for e in german.get_dev_examples()] == ["Er kam"]
+  with pytest.raises(FileNotFoundError, match=r"multinli.train.fr.tsv'\] is in"):
+    glue.GlueProcessor("XNLI", tmp_path, language="fr").get_train_examples()
+  with pytest.raises(DataError, match="xnli.dev.tsv: no row has language 'fr' in column "
+                     "'language'"):
+    glue.GlueProcessor("XNLI", tmp_path, language="fr").get_dev_examples()
+  with pytest.raises(ValueError, match="A language applies to XNLI only, not to GLUE MNLI"):
+    glue.GlueProcessor("MNLI", tmp_path, language="zh")
+
+
+def test_xnli_bad_rows_are_named(tmp_path):
+  write_xnli(tmp_path)
+  write(tmp_path / "multinli", "multinli.train.zh.tsv", [
+      tsv("premise", "hypo", "label"), tsv("a", "b", "maybe")])
+  with pytest.raises(DataError, match=r"multinli.train.zh.tsv:2: column 'label' is 'maybe', not "
+                     "one of the XNLI labels"):
+    glue.GlueProcessor("XNLI", tmp_path).get_train_examples()
+  write(tmp_path, "xnli.dev.tsv", [tsv("gold_label", "sentence1", "sentence2"),
+                                   tsv("neutral", "a", "b")])
+  with pytest.raises(DataError, match=r"xnli.dev.tsv:1: the header lacks column\(s\) "
+                     r"\['language'\]"):
+    glue.GlueProcessor("XNLI", tmp_path).get_dev_examples()
 
 
 # --- GLUE, on the real files beside the repository ---------------------------------------------

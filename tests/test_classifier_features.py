@@ -58,6 +58,15 @@ def test_pair_truncated_longest_first(tokenizer):
   assert feature.input_mask == [1] * 10 + [0, 0]
 
 
+@pytest.mark.parametrize("text_b", ["\x07\ufffd", "  ", ""])
+def test_a_text_b_without_tokens_leaves_a_single_sentence_as_in_the_original(tokenizer, text_b):
+  # No second [SEP], and text_a has the single sentence's room: 8 - 2 = 6 tokens, none cut.
+  feature = convert(InputExample("x", "the cat sat on the mat", text_b, "0"), tokenizer)
+  assert feature.input_ids == [2, 5, 6, 7, 8, 5, 9, 3]
+  assert feature.segment_ids == [0] * 8 and feature.input_mask == [1] * 8
+  assert convert(InputExample("x", "a", text_b, "0"), tokenizer, 3).input_ids == [2, 14, 3]
+
+
 def test_labels(tokenizer):
   nli = ["contradiction", "entailment", "neutral"]
   assert convert(InputExample("x", "a", "b", "neutral"), tokenizer, labels=nli).label_id == 2

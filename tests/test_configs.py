@@ -10,12 +10,35 @@ from official_bert import PRESETS, BertConfig, get_preset
 
 def test_json_round_trip(tmp_path):
   config = BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
-                      intermediate_size=96, hidden_act="gelu_new", hidden_dropout_prob=0.0)
+                      intermediate_size=96, hidden_act="gelu_exact", hidden_dropout_prob=0.0)
   path = tmp_path / "bert_config.json"
   config.to_json_file(path)
   assert BertConfig.from_json_file(path) == config
-  assert json.loads(path.read_text())["hidden_act"] == "gelu_new"
+  assert json.loads(path.read_text())["hidden_act"] == "gelu_erf"
   assert [p.name for p in tmp_path.iterdir()] == ["bert_config.json"]
+
+
+@pytest.mark.parametrize("written, canonical, original", [
+    ("gelu", "gelu_tanh", "gelu"), ("gelu_new", "gelu_tanh", "gelu"),
+    ("gelu_tanh", "gelu_tanh", "gelu"), ("GELU_ERF", "gelu_erf", "gelu_erf"),
+    ("gelu_exact", "gelu_erf", "gelu_erf"), ("swish", "silu", "silu"), ("relu", "relu", "relu")])
+def test_hidden_act_gelu_is_the_originals_tanh_form_and_is_written_explicitly(
+    tmp_path, written, canonical, original):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps({"vocab_size": 10, "hidden_act": written}))
+  config = BertConfig.from_json_file(path)
+  assert config.hidden_act == canonical
+  config.to_json_file(path)
+  assert json.loads(path.read_text())["hidden_act"] == canonical
+  config.to_json_file(path, original_names=True)
+  assert json.loads(path.read_text())["hidden_act"] == original
+  assert BertConfig.from_json_file(path) == config
+
+
+def test_the_default_activation_is_the_originals():
+  assert BertConfig(vocab_size=10).hidden_act == "gelu_tanh"
+  assert BertConfig(vocab_size=10, hidden_act="gelu") == BertConfig(vocab_size=10)
+  assert get_preset("bert_base").hidden_act == "gelu_tanh"
 
 
 def test_extra_keys_of_real_files_are_ignored(tmp_path):
@@ -41,6 +64,8 @@ def test_google_bert_mini_config_loads():
     ({"vocab_size": 10, "num_hidden_layers": 0}, "num_hidden_layers must be a positive integer"),
     ({"vocab_size": 10, "hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be below 1"),
     ({"vocab_size": 10, "initializer_range": -1}, "initializer_range must be a non-negative"),
+    ({"vocab_size": 10, "hidden_act": "gelu2"}, "hidden_act: Unknown hidden_act 'gelu2'"),
+    ({"vocab_size": 10, "hidden_act": 3}, "hidden_act: An activation name must be a string"),
 ])
 def test_invalid_fields_are_named_with_the_file(tmp_path, values, message):
   path = tmp_path / "bert_config.json"

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from conftest import shared_data
 from official_bert import tokenization
+from official_bert.pretraining import corpus as corpus_module
 from official_bert.pretraining import pipeline
 from official_bert.pretraining.corpus import read_shards
 from official_bert.pretraining.instances import FEATURE_NAMES, InstanceOptions, Instances
@@ -176,14 +177,24 @@ def test_shards_end_at_document_boundaries_and_cut_long_documents(tmp_path):
   assert pieces[1].first_line == 1 + pieces[0].data.count(b"\n")
 
 
-def test_undecodable_lines_are_skipped_counted_and_located(tmp_path, corpus):
+def test_bytes_that_are_not_utf8_are_dropped_counted_and_located(tmp_path, corpus):
   path = tmp_path / "bad.txt"
   good = pathlib.Path(corpus[0]).read_bytes()
   path.write_bytes(b"the cat sat .\n\xff\xfe broken\n" + good)
   _, stats = run(tmp_path, str(path), corpus[1])
-  assert stats.undecodable_lines == 1
-  assert stats.undecodable == [f"{path}:2: not UTF-8 at byte 0"]
-  assert stats.instances > 100
+  # As the original's convert_to_unicode: the two bytes go, " broken" stays a sentence.
+  assert stats.undecodable_lines == 1 and stats.undecodable_bytes == 2
+  assert stats.undecodable == [f"{path}:2: dropped 2 byte(s) that are not UTF-8"]
+  assert "Dropped 2 bytes that are not UTF-8 from 1 lines" in stats.summary()[2]
+  assert stats.lines == good.count(b"\n") + 2 and stats.instances > 100
+
+
+def test_a_line_keeps_its_utf8_text_around_dropped_bytes():
+  piece = corpus_module.TextPiece("in.txt", 7, b"ok .\nbro\xffken \xc3\xa9t\xc3\n\nnext\n")
+  text = corpus_module.decode_shard(corpus_module.Shard(0, (piece,)))
+  assert text.sentences == ["ok .", "broken \u00e9t", "next"]
+  assert (text.num_undecodable_lines, text.num_undecodable_bytes) == (1, 2)
+  assert text.undecodable == ["in.txt:8: dropped 2 byte(s) that are not UTF-8"]
 
 
 def test_missing_input_is_a_clear_error(tmp_path, corpus):

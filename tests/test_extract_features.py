@@ -1,6 +1,7 @@
 """Tests for official_bert.tasks.feature_extraction and extract_features.py."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import minilm_model_dir
+from conftest import minilm_model_dir, shared_data
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
@@ -123,19 +124,33 @@ def test_minilm_mean_embeddings_reproduce_published_similarities(tmp_path):
 def test_truncation_follows_the_original(checkpoint, tmp_path):
   tokenizer = tokenization.FullTokenizer(os.path.join(checkpoint[1], "vocab.txt"))
   examples = [feature_extraction.InputExample(0, "the cat sat on the mat", None),
-              feature_extraction.InputExample(1, "the cat sat on the mat", "a dog")]
+              feature_extraction.InputExample(1, "the cat sat on the mat", "a dog"),
+              # A second text without tokens leaves one text, as in the original.
+              feature_extraction.InputExample(2, "the cat sat on the mat", "\x07")]
   features = feature_extraction.convert_examples_to_features(examples, tokenizer, 7)
   assert features.tokens == (["[CLS]", "the", "cat", "sat", "on", "the", "[SEP]"],
-                             ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "[SEP]"])
-  assert features.num_truncated == 2
+                             ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "[SEP]"],
+                             ["[CLS]", "the", "cat", "sat", "on", "the", "[SEP]"])
+  assert features.input_type_ids[2].tolist() == [0] * 7
+  assert features.num_truncated == 3
+
+
+def test_bytes_that_are_not_utf8_are_dropped_counted_and_reported(checkpoint, tmp_path, caplog):
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(b"the cat\n\xff\xfethe dog ran\n a \xc3 dog ||| the\xe9 cat\n")
+  output = tmp_path / "out.jsonl"
+  task = _extract(bad, output, checkpoint[1], layers="-1", max_seq_length=16)
+  # The original's decode("utf-8", "ignore"): the stray bytes go, the rest of each line stays.
+  assert [(e.text_a, e.text_b) for e in task.examples] == [
+      ("the cat", None), ("the dog ran", None), ("a  dog", "the cat")]
+  assert task.summary[-1] == (f"{bad}: 3 lines, 0 truncated, {bad}: dropped 4 byte(s) that are "
+                              "not UTF-8 on 2 line(s) (lines 2, 3), as the original did")
+  assert f"{bad}: dropped 4 byte(s) that are not UTF-8 on 2 line(s)" in caplog.text
+  assert len(_read_jsonl(output)) == 3
 
 
 def test_bad_input_is_named(checkpoint, tmp_path):
   ckpt = checkpoint[1]
-  bad = tmp_path / "bad.txt"
-  bad.write_bytes(b"fine\n\xff broken\n")
-  with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
-    feature_extraction.read_examples(str(bad))
   good = tmp_path / "good.txt"
   good.write_text("the cat\n")
   output = tmp_path / "out.jsonl"
@@ -198,6 +213,160 @@ def test_a_failed_run_leaves_the_old_output(checkpoint, input_file, tmp_path, mo
   assert sorted(os.listdir(tmp_path)) == ["input.txt", "out.jsonl"]
 
 
+def original_encoder_layers(prefix, config, ids, segments, mask, gelu="tanh"):
+  """Every layer's output of the original `modeling.py` in float64 numpy, from TF1 variables.
+
+  Args:
+    prefix: an original `bert_model.ckpt` prefix.
+    config: its `BertConfig` (sizes only).
+    ids, segments, mask: int `[batch, seq]` inputs.
+    gelu: `"tanh"` (the original's `gelu`) or `"erf"`.
+  """
+  import tensorflow as tf
+
+  reader = tf.train.load_checkpoint(str(prefix))
+
+  def get(name):
+    return reader.get_tensor(name).astype(np.float64)
+
+  def dense(x, name):
+    return x @ get(f"{name}/kernel") + get(f"{name}/bias")
+
+  def layer_norm(x, name):
+    mean = x.mean(-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + 1e-12) * get(f"{name}/gamma") + get(f"{name}/beta")
+
+  def activation(x):
+    if gelu == "tanh":
+      return 0.5 * x * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2.0)))
+
+  batch, seq = ids.shape
+  heads = config.num_attention_heads
+  size = config.hidden_size // heads
+  hidden = (get("bert/embeddings/word_embeddings")[ids]
+            + get("bert/embeddings/token_type_embeddings")[segments]
+            + get("bert/embeddings/position_embeddings")[:seq])
+  hidden = layer_norm(hidden, "bert/embeddings/LayerNorm")
+  adder = (1.0 - mask[:, None, None, :]) * -10000.0
+  layers = []
+  for i in range(config.num_hidden_layers):
+    name = f"bert/encoder/layer_{i}"
+    query, key, value = (dense(hidden, f"{name}/attention/self/{part}").reshape(
+        batch, seq, heads, size) for part in ("query", "key", "value"))
+    scores = np.einsum("bqnd,bknd->bnqk", query, key) / math.sqrt(size) + adder
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    context = np.einsum("bnqk,bknd->bqnd", probs, value).reshape(batch, seq, heads * size)
+    hidden = layer_norm(hidden + dense(context, f"{name}/attention/output/dense"),
+                        f"{name}/attention/output/LayerNorm")
+    inner = activation(dense(hidden, f"{name}/intermediate/dense"))
+    hidden = layer_norm(hidden + dense(inner, f"{name}/output/dense"),
+                        f"{name}/output/LayerNorm")
+    layers.append(hidden)
+  return layers
+
+
+def write_original_checkpoint(folder, config, vocab, seed=0):
+  """Writes an original-format TF1 checkpoint (names and layouts of `modeling.py`) and config.
+
+  The weights are drawn with a standard deviation of 0.3, so that the feed-forward
+  pre-activations reach the range where the tanh and erf GELUs differ.
+  """
+  import tensorflow as tf
+
+  rng = np.random.default_rng(seed)
+  hidden, inner = config.hidden_size, config.intermediate_size
+  shapes = {"bert/embeddings/word_embeddings": (config.vocab_size, hidden),
+            "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
+            "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
+            "bert/embeddings/LayerNorm/gamma": (hidden,),
+            "bert/embeddings/LayerNorm/beta": (hidden,),
+            "bert/pooler/dense/kernel": (hidden, hidden), "bert/pooler/dense/bias": (hidden,)}
+  for i in range(config.num_hidden_layers):
+    name = f"bert/encoder/layer_{i}"
+    for dense, (rows, columns) in {"attention/self/query": (hidden, hidden),
+                                   "attention/self/key": (hidden, hidden),
+                                   "attention/self/value": (hidden, hidden),
+                                   "attention/output/dense": (hidden, hidden),
+                                   "intermediate/dense": (hidden, inner),
+                                   "output/dense": (inner, hidden)}.items():
+      shapes[f"{name}/{dense}/kernel"] = (rows, columns)
+      shapes[f"{name}/{dense}/bias"] = (columns,)
+    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+      shapes[f"{name}/{norm}/gamma"] = shapes[f"{name}/{norm}/beta"] = (hidden,)
+  names = sorted(shapes)
+  values = [(1.0 if name.endswith("gamma") else 0.0)
+            + 0.3 * rng.standard_normal(shapes[name]).astype(np.float32) for name in names]
+  folder.mkdir(parents=True, exist_ok=True)
+  tf.raw_ops.SaveV2(prefix=str(folder / "bert_model.ckpt"), tensor_names=names,
+                    shape_and_slices=[""] * len(names),
+                    tensors=[tf.constant(value, tf.float32) for value in values])
+  (folder / "bert_config.json").write_text(json.dumps(dict(config.to_dict(), hidden_act="gelu")))
+  (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+  return folder / "bert_model.ckpt"
+
+
+def _check_features_match_the_original(prefix, lines, tmp_path):
+  """Extracts the last two layers of `lines` and compares them with the numpy forward pass."""
+  from official_bert import checkpoints
+
+  config = BertConfig.from_json_file(os.path.join(os.path.dirname(prefix), "bert_config.json"))
+  assert config.hidden_act == "gelu_tanh"
+  input_file = tmp_path / "lines.txt"
+  input_file.write_text("\n".join(lines) + "\n")
+  output = tmp_path / "features.jsonl"
+  task = _extract(input_file, output, str(prefix), layers="-1,-2",
+                  max_seq_length=config.max_position_embeddings)
+  features = task.features
+  inputs = (features.input_word_ids, features.input_type_ids, features.input_mask)
+  expected = original_encoder_layers(prefix, config, *inputs)
+  encoder = checkpoints.load_encoder(str(prefix))
+  sequence_output = np.asarray(encoder(dict(zip(
+      ("input_word_ids", "input_type_ids", "input_mask"), inputs)))["sequence_output"])
+  real = features.input_mask.astype(bool)
+  np.testing.assert_allclose(sequence_output[real], expected[-1][real], rtol=0, atol=1e-5)
+  for n, record in enumerate(_read_jsonl(output)):
+    length = len(record["features"])
+    for i, layer in enumerate((-1, -2)):
+      got = np.array([f["layers"][i]["values"] for f in record["features"]])
+      np.testing.assert_allclose(got, expected[layer][n, :length], rtol=0, atol=1e-5)
+  return config, inputs, expected
+
+
+def test_features_of_an_original_checkpoint_are_the_originals_tanh_gelu_network(tmp_path):
+  config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+  prefix = write_original_checkpoint(tmp_path / "original", config, VOCAB)
+  lines = ["the cat sat on the mat .", "a dog ran ||| far away", "the"]
+  config, inputs, expected = _check_features_match_the_original(prefix, lines, tmp_path)
+  # The check tells the two GELUs apart on these weights.
+  with_erf = original_encoder_layers(prefix, config, *inputs, gelu="erf")
+  real = inputs[2].astype(bool)
+  assert np.abs(with_erf[-1][real] - expected[-1][real]).max() > 1e-4
+
+
+def test_features_of_the_shared_tiny_tf1_checkpoint_match_the_original(tmp_path):
+  folder = shared_data("checkpoints/tf1_tiny_random")
+  _check_features_match_the_original(folder / "bert_model.ckpt",
+                                     ["all work and no play", "makes jack ||| a dull boy"],
+                                     tmp_path)
+
+
+def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored():
+  code = ("from official_bert.cli import extract_features as tool; "
+          "tool.FLAGS(['extract_features.py', '--use_tpu=true', '--master=grpc://10.0.0.2:8470', "
+          "'--num_tpu_cores=8', '--use_one_hot_embeddings=true']); "
+          "print(tool.FLAGS.use_tpu, tool.FLAGS.master, tool.FLAGS.num_tpu_cores, "
+          "tool.FLAGS.use_one_hot_embeddings, *tool.ignored_flags_set())")
+  result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.split() == ["True", "grpc://10.0.0.2:8470", "8", "True", "use_tpu",
+                                   "master", "use_one_hot_embeddings"]
+
+
 @pytest.mark.slow
 def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, tmp_path):
   import tensorflow as tf
@@ -207,9 +376,12 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
   command = [sys.executable, os.path.join(ROOT, "extract_features.py"),
              f"--input_file={input_file}", f"--output_file={output}",
              f"--init_checkpoint={checkpoint[1]}", "--layers=-1", "--max_seq_length=16",
-             "--batch_size=2", f"--export_dir={export_dir}"]
+             "--batch_size=2", f"--export_dir={export_dir}",
+             # Commands written for the original may pass these: accepted, and ignored.
+             "--use_tpu=false", "--num_tpu_cores=8", "--use_one_hot_embeddings=true"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
+  assert "--use_one_hot_embeddings=True is ignored: it chose a one-hot matmul" in result.stderr
   records = _read_jsonl(output)
   assert len(records) == len(LINES)
 

@@ -99,7 +99,7 @@ def test_exact_gelu_and_its_gradient_match_keras():
   x = tf.constant(np.linspace(-12, 12, 2401), tf.float32)
   with tf.GradientTape(persistent=True) as tape:
     tape.watch(x)
-    ours = get_activation("gelu")(x)
+    ours = get_activation("gelu_erf")(x)
     reference = keras.activations.gelu(x, approximate=False)
   np.testing.assert_allclose(ours, reference, atol=2e-6)
   np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x), atol=2e-6)

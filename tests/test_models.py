@@ -314,17 +314,27 @@ def test_an_encoder_network_without_the_needed_output_is_refused():
     BertClassifier(CONFIG, num_classes=2, encoder="bert")
 
 
-def test_gelu_variants_differ_and_match_their_formulas():
-  x = np.linspace(-4, 4, 41).astype("float32")
-  exact = np.array(get_activation("gelu")(x))
-  tanh = np.array(get_activation("gelu_new")(x))
+def test_gelu_forms_match_their_formulas_and_gelu_is_the_originals_tanh_form():
   from math import erf, pi, sqrt
-  np.testing.assert_allclose(exact, [v * 0.5 * (1 + erf(v / sqrt(2))) for v in x], atol=1e-6)
-  np.testing.assert_allclose(
-      tanh, 0.5 * x * (1 + np.tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))), atol=1e-6)
-  assert 1e-5 < np.max(np.abs(exact - tanh)) < 1e-3
+  x = np.linspace(-8, 8, 1601).astype("float32")
+  wide = x.astype("float64")
+  tanh_form = 0.5 * wide * (1 + np.tanh(sqrt(2 / pi) * (wide + 0.044715 * wide**3)))
+  erf_form = np.array([v * 0.5 * (1 + erf(v / sqrt(2))) for v in wide])
+  for name in ("gelu_tanh", "gelu", "gelu_new", "gelu_pytorch_tanh"):
+    np.testing.assert_allclose(np.array(get_activation(name)(x)), tanh_form, rtol=0, atol=1e-6)
+  for name in ("gelu_erf", "gelu_exact"):
+    np.testing.assert_allclose(np.array(get_activation(name)(x)), erf_form, rtol=0, atol=1e-6)
+  assert 1e-4 < np.max(np.abs(tanh_form - erf_form)) < 1e-3
   with pytest.raises(ValueError, match="Unknown hidden_act"):
     get_activation("gelu2")
+
+
+@pytest.mark.parametrize("name, canonical", [("gelu", "gelu_tanh"), ("gelu_erf", "gelu_erf")])
+def test_layers_keep_the_canonical_activation_name_in_their_config(name, canonical):
+  block = TransformerBlock(8, 2, 16, activation=name)
+  head = MaskedLMHead(vocab_size=20, hidden_size=8, activation=name)
+  assert block.get_config()["activation"] == head.get_config()["activation"] == canonical
+  assert TransformerBlock.from_config(block.get_config()).activation == canonical
 
 
 def test_pretraining_losses_match_the_original_formulas():

@@ -188,9 +188,9 @@ def test_keras_model_export_and_config_round_trip(tmp_path, small_vocab_file):
 
 
 def pack_reference(a, b, seq_length, cls_id=101, sep_id=102, pad_id=0):
-  """The original run_classifier packing, in Python."""
+  """The original run_classifier packing, in Python: an empty `b` packs as a single segment."""
   a, b = list(a), list(b) if b is not None else None
-  if b is None:
+  if not b:
     a = a[:seq_length - 2]
     ids, types = [cls_id] + a + [sep_id], [0] * (len(a) + 2)
   else:
@@ -214,6 +214,11 @@ def test_packer_single_and_pair_layout():
   np.testing.assert_array_equal(pair["input_type_ids"], [[0, 0, 0, 0, 0, 1, 1, 1]])
   for value in pair.values():
     assert value.dtype == tf.int32 and value.shape == (1, 8)
+  # A second segment without tokens packs as a single one, as in the original.
+  empty_b = packer((tf.ragged.constant([[7, 8, 9], [7]]), tf.ragged.constant([[], [4]], tf.int32)))
+  np.testing.assert_array_equal(empty_b["input_word_ids"], [[101, 7, 8, 9, 102, 0, 0, 0],
+                                                            [101, 7, 102, 4, 102, 0, 0, 0]])
+  np.testing.assert_array_equal(empty_b["input_type_ids"], [[0] * 8, [0, 0, 0, 1, 1, 0, 0, 0]])
   # A bare ragged tensor is one segment; dense int64 input is accepted too.
   bare = packer(tf.ragged.constant([[7, 8, 9]], dtype=tf.int64))
   dense = packer([tf.constant([[7, 8, 9]], dtype=tf.int64)])
@@ -225,7 +230,7 @@ def test_packer_truncation_equals_truncate_seq_pair():
   seq_length = 16
   packer = BertInputPacker(seq_length=seq_length, cls_id=101, sep_id=102, pad_id=0)
   lengths = [(rng.randrange(25), rng.randrange(25)) for _ in range(600)]
-  lengths += [(n, n) for n in range(20)]
+  lengths += [(n, n) for n in range(20)] + [(n, 0) for n in range(20)]
   segments_a = [list(range(1000, 1000 + la)) for la, _ in lengths]
   segments_b = [list(range(2000, 2000 + lb)) for _, lb in lengths]
   pair = packer([tf.ragged.constant(segments_a, dtype=tf.int32, ragged_rank=1),

@@ -157,6 +157,37 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
                                   config=_config(tmp_path / "fresh"), **common)
 
 
+def test_xnli_trains_on_the_languages_file_and_evaluates_on_its_dev_rows(tmp_path):
+  words = ["gut", "schlecht", "ja", "nein", "er", "sie"]
+  rng = np.random.default_rng(0)
+  labels = ["contradictory", "entailment", "neutral"]
+  data = tmp_path / "xnli"
+  (data / "multinli").mkdir(parents=True)
+  train = ["premise\thypo\tlabel"]
+  for i in range(32):
+    text = " ".join(rng.choice(words, size=3))
+    train.append(f"{text}\t{text}\t{labels[i % 3]}")
+  _write(data / "multinli" / "multinli.train.de.tsv", train)
+  dev = ["language\tgold_label\tsentence1\tsentence2\tpairID"]
+  for i in range(12):
+    language = ("de", "zh", "en")[i % 3]
+    dev.append(f"{language}\t{('contradiction', 'entailment', 'neutral')[i % 3]}\tja er\tnein sie"
+               f"\t{i}")
+  _write(data / "xnli.dev.tsv", dev)
+  config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16)
+  output_dir = tmp_path / "out"
+  results = _run_classifier(
+      task_name="XNLI", data_dir=str(data), xnli_language="de", bert_config_file=config,
+      vocab_file=vocab, max_seq_length=16, config=_config(output_dir, num_train_epochs=1.0),
+      do_train=True, do_eval=True)
+  assert results["global_step"] == 2  # int(32 / 16 * 1.0)
+  assert 0 <= results["eval_accuracy"] <= 1
+  assert _count_records(output_dir / "train.tf_record") == 32
+  assert _count_records(output_dir / "eval.tf_record") == 4  # the German dev rows
+  manifest = json.loads((output_dir / "model.json").read_text())
+  assert manifest["labels"] == ["contradiction", "entailment", "neutral"]
+
+
 def test_custom_csv_pair_task(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
@@ -258,6 +289,17 @@ def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp
   assert results["global_step"] == 0 and 0 <= results["eval_accuracy"] <= 1
 
 
+def test_bytes_that_are_not_utf8_are_counted_in_the_summary(tmp_path):
+  run = _bad_data_task(tmp_path)
+  (tmp_path / "data" / "train.tsv").write_bytes(b"sentence\tlabel\ngood \xff\xfefood\t1\n")
+  task = classification.ClassificationTask(
+      bert_config=BertConfig.from_json_file(run["bert_config_file"]), vocab_file=run["vocab_file"],
+      task_name="SST-2", data_dir=run["data_dir"])
+  assert task._read("train")[0].text_a == "good food"
+  assert task.summary == ["train: 1 examples, 0 malformed row(s) skipped, 2 byte(s) that are not "
+                          "UTF-8 dropped (as the original did)"]
+
+
 @pytest.mark.parametrize("changes, message", [
     (dict(do_train=False), "do_train, do_eval or do_predict"),
     (dict(max_seq_length=129), "max_position_embeddings"),
@@ -267,6 +309,7 @@ def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp
     (dict(task_name="SST-5"), "Unknown GLUE task"),
     (dict(tfds_name="glue/sst2", custom_options={"label_column": "x"}), "apply only"),
     (dict(task_name=None), "task_name"),
+    (dict(xnli_language="de"), "xnli_language applies only to task_name='XNLI'"),
 ])
 def test_misuse_is_reported_before_any_work(tmp_path, changes, message):
   run = dict(_bad_data_task(tmp_path), config=_config(tmp_path / "out"), do_train=True)

@@ -29,11 +29,14 @@ def basic(text, do_lower_case=True):
   return tokenization.BasicTokenizer(do_lower_case=do_lower_case).tokenize(text)
 
 
-def test_convert_to_unicode():
+def test_convert_to_unicode_drops_bytes_that_are_not_utf8_as_the_original(caplog):
   assert tokenization.convert_to_unicode("héllo") == "héllo"
   assert tokenization.convert_to_unicode("héllo".encode()) == "héllo"
-  with pytest.raises(ValueError, match="not valid UTF-8 at byte 2"):
-    tokenization.convert_to_unicode(b"ab\xff\xfecd")
+  # The original's decode("utf-8", "ignore"): the stray bytes go, the rest stays; here counted.
+  assert tokenization.convert_to_unicode(b"ab\xff\xfecd \xc3\xa9\xc3") == "abcd é"
+  assert "Dropped 3 byte(s) that are not UTF-8" in caplog.text
+  # The tokenizers take bytes the same way.
+  assert tokenization.BasicTokenizer().tokenize(b"caf\xc3\xa9\xff ok") == ["cafe", "ok"]
   with pytest.raises(ValueError, match="Expected str or bytes"):
     tokenization.convert_to_unicode(42)
 

@@ -20,6 +20,7 @@ from official_bert import file_io
 from official_bert.checkpoints import huggingface, model_dir, tf1
 from official_bert.checkpoints.model_dir import CONFIG_NAME, MANIFEST_NAME, VOCAB_NAME, WEIGHTS_NAME
 from official_bert.configs import BertConfig
+from official_bert.layers import activations
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder
 
@@ -241,7 +242,9 @@ def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
   """Writes a model's checkpoint folder: a model folder, an original TF1 checkpoint, or both.
 
   Format "keras" writes the model folder (`model_dir.save_model_dir`, kind the model's own);
-  "tf1" writes `bert_model.ckpt.*` (the encoder, plus the heads of a `BertPretrainer`). A "tf1"
+  "tf1" writes `bert_model.ckpt.*` (the encoder, plus the heads of a `BertPretrainer`), and then
+  `bert_config.json` names the activation as the original code does (`gelu` for `gelu_tanh`,
+  which this package reads back as the same function). A "tf1"
   export alone removes the manifest and weights of an earlier model folder there, since the
   loaders would read them first; a TF1 checkpoint that a "keras" export does not rewrite is left
   in place (it may be the source of an in-place conversion) with a warning.
@@ -260,9 +263,15 @@ def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
     raise ValueError(f"formats must be chosen from {OUTPUT_FORMATS}, got {formats!r}.")
   output_dir = os.fspath(output_dir)
   if TF1 in formats:
+    activation = activations.original_activation_name(model.config.hidden_act)
+    if activation not in activations.ORIGINAL_NAMES:
+      logging.warning("hidden_act %r has no name in the original google-research/bert code: it "
+                      "will refuse the bert_config.json of %s rather than run another function.",
+                      activation, output_dir)
     tf1.save_tf1_checkpoint(model, os.path.join(output_dir, tf1.CHECKPOINT_NAME))
   if KERAS in formats:
-    model_dir.save_model_dir(model, output_dir, vocab_file=vocab_file)
+    model_dir.save_model_dir(model, output_dir, vocab_file=vocab_file,
+                             original_config_names=TF1 in formats)
   else:
     for name in (MANIFEST_NAME, WEIGHTS_NAME):
       if tf.io.gfile.exists(os.path.join(output_dir, name)):
@@ -272,7 +281,7 @@ def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
     def fill(staging):
       if vocab_file is not None:
         tf.io.gfile.copy(vocab_file, os.path.join(staging, VOCAB_NAME))
-      model.config.to_json_file(os.path.join(staging, CONFIG_NAME))
+      model.config.to_json_file(os.path.join(staging, CONFIG_NAME), original_names=True)
 
     file_io.write_folder(output_dir, fill, last=CONFIG_NAME)
   if TF1 not in formats and tf1.resolve_tf1_prefix(output_dir) is not None:

@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 
 from official_bert.checkpoints import tf1
 from official_bert.configs import BertConfig
+from official_bert.layers.activations import GELU_ERF, GELU_TANH
 
 CONFIG_NAME = "config.json"
 SAFETENSORS_NAME = "model.safetensors"
@@ -26,6 +27,19 @@ _TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 _POSITION_IDS = "embeddings.position_ids"
 _DECODER_WEIGHT = "cls.predictions.decoder.weight"
 _DECODER_BIAS = "cls.predictions.decoder.bias"
+# Hugging Face's `hidden_act` names and this package's: its `gelu` (also its default) is the exact
+# erf GELU, where the original's `bert_config.json` means the tanh approximation by `gelu`.
+_HF_ACTIVATIONS = {
+    "gelu": GELU_ERF,
+    "gelu_python": GELU_ERF,
+    "gelu_new": GELU_TANH,
+    "gelu_pytorch_tanh": GELU_TANH,
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
 _HEAD_NAMES = {
     "cls.predictions.bias": "cls/predictions/output_bias",
     "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
@@ -68,9 +82,12 @@ def read_hf_config(path):
   Args:
     path: the checkpoint folder, its weights file or the `config.json` itself.
 
+  Its `hidden_act` is read with Hugging Face's names: `gelu` is the exact GELU (`gelu_erf`),
+  `gelu_new` and `gelu_pytorch_tanh` the tanh form (`gelu_tanh`).
+
   Raises:
     ValueError: the file describes a model this encoder cannot reproduce (another layer-norm
-      epsilon or position embedding type, or a model type other than BERT).
+      epsilon, position embedding type or activation, or a model type other than BERT).
   """
   path = os.fspath(path)
   config_file = path if path.endswith(".json") else require_hf_checkpoint(path)[0]
@@ -85,7 +102,12 @@ def read_hf_config(path):
   epsilon = values.get("layer_norm_eps", 1e-12)
   if not np.isclose(epsilon, 1e-12, rtol=1e-3, atol=0):
     raise ValueError(f"{config_file}: layer_norm_eps is {epsilon}; BERT layers use 1e-12.")
-  return BertConfig.from_dict(values, source=config_file)
+  activation = values.get("hidden_act", "gelu")
+  if not isinstance(activation, str) or activation not in _HF_ACTIVATIONS:
+    raise ValueError(f"{config_file}: hidden_act {activation!r} is not supported; choose one of "
+                     f"{', '.join(_HF_ACTIVATIONS)}.")
+  return BertConfig.from_dict(dict(values, hidden_act=_HF_ACTIVATIONS[activation]),
+                              source=config_file)
 
 
 def _read_pytorch(weights_file):

@@ -3,7 +3,9 @@
 `convert_checkpoint.py`, the end of pre-training and every fine-tuning script write it; every
 script's `--init_checkpoint`, `load_encoder` and `export_saved_model.py` read it:
 
-    bert_config.json   the encoder's shape, in the original format
+    bert_config.json   the encoder's shape, in the original format; `hidden_act` names its GELU
+                       `gelu_tanh` or `gelu_erf` (or `gelu`, the original's name of the tanh
+                       form, beside an original TF1 checkpoint)
     vocab.txt          the WordPiece vocabulary, when the writer had one
     model.weights.h5   Keras weights of the whole model (encoder and heads)
     model.json         the manifest; written last, so it marks a complete folder
@@ -137,7 +139,7 @@ def _is_local(path):
 
 
 def save_model_dir(model, output_dir, *, vocab_file=None, do_lower_case=None, max_seq_length=None,
-                   labels=None, is_regression=False, extra=None):
+                   labels=None, is_regression=False, extra=None, original_config_names=False):
   """Writes the model folder of `model` (see the module docstring for its files).
 
   The files are staged inside `output_dir` and moved into place with `model.json` last
@@ -153,6 +155,9 @@ def save_model_dir(model, output_dir, *, vocab_file=None, do_lower_case=None, ma
     labels: label names in class-id order.
     is_regression: the model is a one-output `BertClassifier` that scores a number.
     extra: JSON-serialisable settings for serving (see the module docstring).
+    original_config_names: write `bert_config.json` with the original code's activation names
+      (`gelu` for `gelu_tanh`), for a folder that also holds an original TF1 checkpoint; by
+      default the canonical names (`gelu_tanh`, `gelu_erf`). Both read back as the same function.
 
   Returns:
     `output_dir`.
@@ -174,7 +179,7 @@ def save_model_dir(model, output_dir, *, vocab_file=None, do_lower_case=None, ma
       with tempfile.TemporaryDirectory() as local:
         model.save_weights(os.path.join(local, WEIGHTS_NAME))
         tf.io.gfile.copy(os.path.join(local, WEIGHTS_NAME), weights_file)
-    model.config.to_json_file(os.path.join(staging, CONFIG_NAME))
+    model.config.to_json_file(os.path.join(staging, CONFIG_NAME), original_config_names)
     if vocab_file is not None:
       tf.io.gfile.copy(vocab_file, os.path.join(staging, VOCAB_NAME))
     file_io.write_text(os.path.join(staging, MANIFEST_NAME), manifest)

@@ -13,6 +13,11 @@ One text per line, ` ||| ` between the two texts of a pair. Each output line is
 `--init_checkpoint` also takes a model folder or a Hugging Face folder; `--vocab_file` and
 `--bert_config_file` default to the files beside it.
 
+The original's TPU flags (`--use_tpu`, `--master`, `--num_tpu_cores`) and
+`--use_one_hot_embeddings` are accepted, so its commands keep working, and ignored (a warning says
+so when one is set): extraction runs on this machine's CPU or GPU, and the embedding lookup is the
+encoder's own.
+
 Added flags: `--pooling=mean|cls` (with `--normalize` and `--pooling_layer`) writes one sentence
 vector per line instead, `{"linex_index": i, "embedding": [...]}`; `--export_dir` also writes a
 SavedModel of the encoder (raw text or token ids in; `sequence_output`, `pooled_output`,
@@ -21,7 +26,7 @@ SavedModel of the encoder (raw text or token ids in; `sequence_output`, `pooled_
 
 import os
 
-from absl import flags
+from absl import flags, logging
 
 from official_bert.cli.launch import launch
 from official_bert.tasks import base, driver, feature_extraction, runner
@@ -54,10 +59,33 @@ flags.DEFINE_bool("normalize", False, "L2-normalise the --pooling vectors.")
 flags.DEFINE_string("export_dir", None,
                     "If set, also export the encoder as a SavedModel (raw text or token ids in) "
                     "to this new folder.")
+# The original's flags that have no effect here; see each one's help for why.
+flags.DEFINE_bool("use_tpu", False,
+                  "Ignored, accepted for the original's commands: extraction runs on this "
+                  "machine's CPU or GPU (it is one forward pass per batch, no training).")
+flags.DEFINE_string("master", None,
+                    "Ignored, accepted for the original's commands: the TPU master address of "
+                    "--use_tpu, which is ignored.")
+flags.DEFINE_integer("num_tpu_cores", 8,
+                     "Ignored, accepted for the original's commands: the TPU cores of --use_tpu, "
+                     "which is ignored.")
+flags.DEFINE_bool("use_one_hot_embeddings", False,
+                  "Ignored, accepted for the original's commands: it chose a one-hot matmul "
+                  "for the word-embedding lookup on TPUs; the encoder's embedding layer does "
+                  "the lookup here, with the same result.")
 FLAGS = flags.FLAGS
+_IGNORED_FLAGS = ("use_tpu", "master", "num_tpu_cores", "use_one_hot_embeddings")
+
+
+def ignored_flags_set():
+  """The names of the ignored original flags that the command line set to another value."""
+  return [name for name in _IGNORED_FLAGS if FLAGS[name].value != FLAGS[name].default]
 
 
 def main():
+  for name in ignored_flags_set():
+    logging.warning("--%s=%s is ignored: %s", name, FLAGS[name].value,
+                    FLAGS[name].help.split(": ", 1)[1])
   driver.run(
       feature_extraction.FeatureExtractionTask(
           input_file=FLAGS.input_file, output_file=FLAGS.output_file,

@@ -10,9 +10,11 @@ unchanged:
       --train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 \
       --output_dir=/tmp/mrpc_output/
 
-Other data: `--tfds_name=glue/sst2` (TensorFlow Datasets), or `--task_name=custom` with
-`--text_a_column`, `--label_column` (and `--text_b_column`, `--is_regression`, `--has_header`)
-for `train/dev/test.{csv,tsv,jsonl}` in `--data_dir`. Outputs: `eval_results.txt`,
+XNLI: `--task_name=XNLI` with `--data_dir` holding XNLI-1.0's `xnli.dev.tsv` and XNLI-MT-1.0's
+`multinli/` folder, and `--xnli_language` (default `zh`). Other data: `--tfds_name=glue/sst2`
+(TensorFlow Datasets), or `--task_name=custom` with `--text_a_column`, `--label_column` (and
+`--text_b_column`, `--is_regression`, `--has_header`) for `train/dev/test.{csv,tsv,jsonl}` in
+`--data_dir`. Outputs: `eval_results.txt`,
 `test_results.tsv`, the GLUE submission file `<TASK>.tsv`, the fine-tuned model folder, and with
 `--export_dir` a serving SavedModel. Running the same command again resumes.
 """
@@ -30,7 +32,11 @@ flags.DEFINE_string("data_dir", None,
                     "the task.")
 flags.DEFINE_string("task_name", None,
                     "The name of the task to train: a GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, "
-                    "MNLI, QNLI, RTE, WNLI, AX) or 'custom' for your own files.")
+                    "MNLI, QNLI, RTE, WNLI, AX), XNLI or 'custom' for your own files.")
+flags.DEFINE_string("xnli_language", None,
+                    "XNLI: the language to train (multinli/multinli.train.<language>.tsv) and "
+                    "evaluate (the xnli.dev.tsv rows of that language) on; default zh, the "
+                    "original's.")
 flags.DEFINE_string("tfds_name", None,
                     "Read a TensorFlow Datasets GLUE dataset instead of files, e.g. glue/sst2.")
 flags.DEFINE_string("text_a_column", None,
@@ -58,7 +64,7 @@ def main():
           **fine_tuning_flags.task_args_from_flags(), task_name=FLAGS.task_name,
           data_dir=FLAGS.data_dir, tfds_name=FLAGS.tfds_name,
           custom_options={name: FLAGS[name].value for name in _CUSTOM_FLAGS if FLAGS[name].present},
-          skip_malformed_rows=FLAGS.skip_malformed_rows))
+          skip_malformed_rows=FLAGS.skip_malformed_rows, xnli_language=FLAGS.xnli_language))
 
 
 def run():

@@ -14,6 +14,7 @@ line and column, or, when the caller allows skipping, counts the skipped rows an
 """
 
 import abc
+import codecs
 import csv
 import dataclasses
 import math
@@ -21,7 +22,7 @@ import sys
 
 from absl import logging
 
-from official_bert import input_errors
+from official_bert import utf8
 
 # GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -151,10 +152,26 @@ def parse_score(value, line, column, issues):
   return score
 
 
-def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
+def text_lines(path, dropped):
+  """Yields the lines of `path` as `str` with their line ends, split where `open(newline="")`
+  splits (LF, CR LF, CR), without a leading byte-order mark and, as in the original, without the
+  bytes that are not UTF-8 (counted in `dropped`)."""
+  number = 0
+  with open(path, "rb") as f:
+    for chunk in f:
+      for raw in chunk.splitlines(keepends=True):
+        number += 1
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+          raw = raw[len(codecs.BOM_UTF8):]
+        yield dropped.decode(raw, number)
+
+
+def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
   """Yields the rows of a delimited text file with their line numbers.
 
   The file is read as UTF-8 with any byte-order mark dropped (GLUE's MRPC files start with one).
+  Bytes that are not UTF-8 are dropped as the original's `convert_to_unicode` did, counted, and
+  reported in a warning naming the file and the lines.
   GLUE files are tab-separated without quoting (`csv.QUOTE_NONE`): a `"` is part of the text.
   Blank lines hold no example and are passed over.
 
@@ -163,31 +180,28 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
     delimiter: the field separator.
     quoting: a `csv.QUOTE_*` mode; CSV files use `csv.QUOTE_MINIMAL`, so a quoted field may span
       lines.
+    dropped: optional `utf8.DroppedBytes` that counts the dropped bytes, for the caller.
 
   Yields:
     `(line, fields)`: the 1-based line on which the row starts and its list of strings.
 
   Raises:
-    DataError: the file is not UTF-8, or the csv module rejects a row.
+    DataError: the csv module rejects a row.
   """
-  with open(path, encoding="utf-8-sig", newline="") as f:
-    reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-    next_line = 1
-    while True:
-      try:
-        fields = next(reader)
-      except StopIteration:
-        return
-      except UnicodeDecodeError as e:
-        # The decoder reads ahead of the csv reader, so `reader.line_num` is not the bad line.
-        line, column = input_errors.first_bad_utf8_in_file(path)
-        raise DataError(f"{path}:{line}: not UTF-8 text ({e.reason} at byte {column} of the "
-                        "line); save the file as UTF-8") from e
-      except csv.Error as e:
-        raise DataError(f"{path}:{reader.line_num}: {e}") from e
-      start, next_line = next_line, reader.line_num + 1
-      if fields:
-        yield start, fields
+  dropped = dropped if dropped is not None else utf8.DroppedBytes(path)
+  reader = csv.reader(text_lines(path, dropped), delimiter=delimiter, quoting=quoting)
+  next_line = 1
+  while True:
+    try:
+      fields = next(reader)
+    except StopIteration:
+      dropped.report()
+      return
+    except csv.Error as e:
+      raise DataError(f"{path}:{reader.line_num}: {e}") from e
+    start, next_line = next_line, reader.line_num + 1
+    if fields:
+      yield start, fields
 
 
 def non_empty_rows(path, **kwargs):

@@ -1,9 +1,9 @@
 """Classification examples as BERT inputs: conversion, TFRecord files and the `tf.data` pipeline.
 
 An example becomes `[CLS] text_a [SEP]` (segment 0), followed for a pair by `text_b [SEP]`
-(segment 1), with the pair truncated longest-first to fit and zeros padding it to the sequence
-length, exactly as the original `run_classifier.py` did. The TFRecord files keep the original
-feature names, so files written by either program can be read by the other:
+(segment 1) when text_b has tokens, with the pair truncated longest-first to fit and zeros padding
+it to the sequence length, exactly as the original `run_classifier.py` did. The TFRecord files
+keep the original feature names, so files written by either program can be read by the other:
 
   input_ids, input_mask, segment_ids   int64 [seq_length]
   label_ids                            int64 [1] (float [1] for regression)
@@ -72,20 +72,20 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer, is_re
   Returns:
     `InputFeatures`.
   """
-  reserved = 3 if example.text_b is not None else 2
+  tokens_a = tokenizer.tokenize(example.text_a)
+  # As in the original, a text_b that gives no tokens leaves a single sentence, `[CLS] a [SEP]`.
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+  reserved = 3 if tokens_b else 2
   if max_seq_length < reserved + 1:
     raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text beside [CLS] and "
                      f"[SEP]; use at least {reserved + 1}")
-  tokens_a = tokenizer.tokenize(example.text_a)
-  tokens_b = None
-  if example.text_b is not None:
-    tokens_b = tokenizer.tokenize(example.text_b)
+  if tokens_b:
     tokenization.truncate_seq_pair(tokens_a, tokens_b, max_seq_length - reserved)
   else:
     tokens_a = tokens_a[:max_seq_length - reserved]
   tokens = [CLS_TOKEN, *tokens_a, SEP_TOKEN]
   segment_ids = [0] * len(tokens)
-  if tokens_b is not None:
+  if tokens_b:
     tokens += [*tokens_b, SEP_TOKEN]
     segment_ids += [1] * (len(tokens_b) + 1)
   input_ids = tokenizer.convert_tokens_to_ids(tokens)

@@ -16,6 +16,7 @@ import csv
 import json
 import os
 
+from official_bert import utf8
 from official_bert.data import classifier_data
 
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -68,6 +69,7 @@ class CustomProcessor(classifier_data.DataProcessor):
     self.files = dict(files or {})
     self.skip_malformed_rows = skip_malformed_rows
     self.skipped_rows = {}
+    self.dropped_bytes = {}
     self._train_examples = None
     self._labels = None
 
@@ -108,13 +110,14 @@ class CustomProcessor(classifier_data.DataProcessor):
     if split != "train" and not self.is_regression:
       known_labels = set(self.get_labels())
     issues = classifier_data.RowIssues(path, skip=self.skip_malformed_rows)
+    dropped = utf8.DroppedBytes(path)
     extension = os.path.splitext(path)[1].lower()
     if extension not in _FORMATS:
       raise ValueError(f"{path}: unknown format; name the file .csv, .tsv, .jsonl or .json")
     if _FORMATS[extension] == "jsonl":
-      records = self._json_records(path, split, issues)
+      records = self._json_records(path, split, issues, dropped)
     else:
-      records = self._delimited_records(path, split, _FORMATS[extension], issues)
+      records = self._delimited_records(path, split, _FORMATS[extension], issues, dropped)
     examples = []
     for number, (line, texts, label) in enumerate(records):
       if label is not None:
@@ -123,18 +126,21 @@ class CustomProcessor(classifier_data.DataProcessor):
           continue
       examples.append(classifier_data.InputExample(f"{split}-{number}", texts[0], texts[1], label))
     self.skipped_rows[path] = issues.finish()
+    self.dropped_bytes[path] = dropped.num_bytes
     if not examples:
       raise classifier_data.DataError(f"{path}: no usable rows")
     if split == "train":
       self._train_examples = examples
     return list(examples)
 
-  def _delimited_records(self, path, split, file_format, issues):
+  def _delimited_records(self, path, split, file_format, issues, dropped):
     """Yields `(line, [text_a, text_b], raw label or None)` for the rows of a CSV or TSV file."""
     if file_format == "csv":
-      rows = classifier_data.non_empty_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL)
+      rows = classifier_data.non_empty_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL,
+                                            dropped=dropped)
     else:
-      rows = classifier_data.non_empty_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE)
+      rows = classifier_data.non_empty_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE,
+                                            dropped=dropped)
     if self.has_header:
       header = rows.pop(0)[1]
       if not rows:
@@ -162,48 +168,48 @@ class CustomProcessor(classifier_data.DataProcessor):
       if texts is not None:
         yield line, texts, fields[positions["label"]] if "label" in positions else None
 
-  def _json_records(self, path, split, issues):
+  def _json_records(self, path, split, issues, dropped):
     """Yields `(line, [text_a, text_b], raw label or None)` for the lines of a JSON-lines file."""
     labeled = None
     empty = True
     names = {key: f"key '{column}'" for key, column in self.text_columns.items()}
-    with open(path, encoding="utf-8-sig") as f:
-      for line, text in enumerate(f, start=1):
-        if not text.strip():
-          continue
-        empty = False
-        try:
-          record = json.loads(text)
-        except json.JSONDecodeError as e:
-          issues.report(line, f"not valid JSON ({e.msg} at column {e.colno})")
-          continue
-        if not isinstance(record, dict):
-          issues.report(line, f"expected a JSON object, got {type(record).__name__}")
-          continue
-        if labeled is None:
-          labeled = split != "test" or self.label_column in record
-        keys = [column for column in self.text_columns.values() if column is not None]
-        missing = [key for key in keys + ([self.label_column] if labeled else [])
-                   if key not in record]
-        if missing:
-          issues.report(line, f"missing key(s) {missing}")
-          continue
-        values = {key: record[column] for key, column in self.text_columns.items()
-                  if column is not None}
-        not_text = [self.text_columns[key] for key, value in values.items()
-                    if not isinstance(value, str)]
-        if not_text:
-          issues.report(line, f"key(s) {not_text} must hold strings")
-          continue
-        label = record[self.label_column] if labeled else None
-        if labeled and (label is None or isinstance(label, (list, dict))):
-          issues.report(line, f"key '{self.label_column}' must hold a string or a number, got "
-                        f"{json.dumps(label)}")
-          continue
-        texts = self._texts(values, names, line, issues)
-        if texts is not None:
-          # Numbers and booleans become labels as JSON writes them: 1, 0.5, true.
-          yield line, texts, label if label is None or isinstance(label, str) else json.dumps(label)
+    for line, text in enumerate(classifier_data.text_lines(path, dropped), start=1):
+      if not text.strip():
+        continue
+      empty = False
+      try:
+        record = json.loads(text)
+      except json.JSONDecodeError as e:
+        issues.report(line, f"not valid JSON ({e.msg} at column {e.colno})")
+        continue
+      if not isinstance(record, dict):
+        issues.report(line, f"expected a JSON object, got {type(record).__name__}")
+        continue
+      if labeled is None:
+        labeled = split != "test" or self.label_column in record
+      keys = [column for column in self.text_columns.values() if column is not None]
+      missing = [key for key in keys + ([self.label_column] if labeled else [])
+                 if key not in record]
+      if missing:
+        issues.report(line, f"missing key(s) {missing}")
+        continue
+      values = {key: record[column] for key, column in self.text_columns.items()
+                if column is not None}
+      not_text = [self.text_columns[key] for key, value in values.items()
+                  if not isinstance(value, str)]
+      if not_text:
+        issues.report(line, f"key(s) {not_text} must hold strings")
+        continue
+      label = record[self.label_column] if labeled else None
+      if labeled and (label is None or isinstance(label, (list, dict))):
+        issues.report(line, f"key '{self.label_column}' must hold a string or a number, got "
+                      f"{json.dumps(label)}")
+        continue
+      texts = self._texts(values, names, line, issues)
+      if texts is not None:
+        # Numbers and booleans become labels as JSON writes them: 1, 0.5, true.
+        yield line, texts, label if label is None or isinstance(label, str) else json.dumps(label)
+    dropped.report()
     if empty:
       raise classifier_data.DataError(f"{path}: the file is empty")
 

@@ -9,17 +9,27 @@ Labels are the strings of the files, in the order of the original BERT processor
 SST-2, MRPC, QQP and WNLI; `contradiction, entailment, neutral` for MNLI (and AX, which is predicted
 with an MNLI model); `entailment, not_entailment` for QNLI and RTE; STS-B is regression on the
 0-5 similarity score. Test files carry no labels: their examples have `label=None`.
+
+XNLI, as the original's `XnliProcessor` reads it from the XNLI 1.0 and XNLI-MT 1.0 archives
+unpacked into one folder: train from the machine-translated MultiNLI
+`multinli/multinli.train.<language>.tsv` (`premise hypo label`, where `contradictory` means
+`contradiction`), dev from `xnli.dev.tsv` (all 15 languages; the rows whose `language` column is
+the chosen one, `zh` by default as in the original).
 """
 
 import dataclasses
 import os
 
+from absl import logging
+
+from official_bert import utf8
 from official_bert.data import classifier_data
 
 _BINARY = ("0", "1")
 _NLI = ("contradiction", "entailment", "neutral")
 _QNLI_RTE = ("entailment", "not_entailment")
 _STANDARD_FILES = {"train": ("train.tsv",), "dev": ("dev.tsv",), "test": ("test.tsv",)}
+_XNLI_FILES = {"train": ("multinli/multinli.train.{language}.tsv",), "dev": ("xnli.dev.tsv",)}
 _MNLI_FILES = {
     "train": ("train.tsv",),
     "dev": ("dev_matched.tsv",),
@@ -48,6 +58,12 @@ class GlueTask:
       without a header.
     skip_malformed_by_default: whether malformed rows are skipped (and counted) unless the caller
       says otherwise; the official QQP train file has a few rows with missing fields.
+    split_columns: split -> `(text_a, text_b, label)` header names, for files whose header
+      differs from the other splits'.
+    language_column: header name of a language column; only the rows of the processor's language
+      are read (the other languages' rows are counted and logged). File names may then hold
+      `{language}`.
+    label_aliases: label strings of the files -> the label they mean.
   """
   name: str
   labels: tuple
@@ -58,10 +74,17 @@ class GlueTask:
   id_column: str = "index"
   headerless: dict = dataclasses.field(default_factory=dict)
   skip_malformed_by_default: bool = False
+  split_columns: dict = dataclasses.field(default_factory=dict)
+  language_column: str | None = None
+  label_aliases: dict = dataclasses.field(default_factory=dict)
 
   @property
   def is_regression(self):
     return not self.labels
+
+  def columns(self, split):
+    """`(text_a, text_b, label)` header names of `split`."""
+    return self.split_columns.get(split, (self.text_a, self.text_b, self.label))
 
 
 GLUE_TASKS = {
@@ -78,7 +101,13 @@ GLUE_TASKS = {
     "wnli": GlueTask("WNLI", _BINARY, "sentence1", "sentence2", "label"),
     "ax": GlueTask("AX", _NLI, "sentence1", "sentence2", "label",
                    files={"test": ("diagnostic.tsv", "AX.tsv")}),
+    "xnli": GlueTask("XNLI", _NLI, "sentence1", "sentence2", "gold_label", files=_XNLI_FILES,
+                     id_column="pairID", split_columns={"train": ("premise", "hypo", "label")},
+                     language_column="language",
+                     label_aliases={"contradictory": "contradiction"}),
 }
+# The language the original's XnliProcessor reads.
+DEFAULT_XNLI_LANGUAGE = "zh"
 _ALIASES = {"diagnostic": "ax"}
 
 
@@ -97,8 +126,10 @@ class GlueProcessor(classifier_data.DataProcessor):
   r"""Reads one GLUE task from its folder of TSV files.
 
   Args:
-    task_name: the task, e.g. `MRPC`, `MNLI`, `STS-B`, `AX` (see `glue_task`).
+    task_name: the task, e.g. `MRPC`, `MNLI`, `STS-B`, `AX`, `XNLI` (see `glue_task`).
     data_dir: the task's folder, e.g. `glue_data/MRPC`.
+    language: for XNLI, the language to train and evaluate on (`zh` by default, as in the
+      original); an error for the other tasks.
     skip_malformed_rows: when False, a malformed row (wrong number of fields, empty text, unknown
       label, unparseable score) raises `DataError` naming file, line and column; when True such
       rows are skipped, counted in `skipped_rows` and logged. `None` uses the task's default (skip
@@ -107,6 +138,8 @@ class GlueProcessor(classifier_data.DataProcessor):
   Attributes:
     task: the `GlueTask`.
     skipped_rows: file path -> number of rows skipped in it, for the files read so far.
+    other_language_rows: file path -> number of rows of other languages passed over (XNLI).
+    dropped_bytes: file path -> number of bytes that are not UTF-8, dropped as in the original.
 
   Example:
 
@@ -120,13 +153,18 @@ class GlueProcessor(classifier_data.DataProcessor):
   label='1')
   """
 
-  def __init__(self, task_name, data_dir, skip_malformed_rows=None):
+  def __init__(self, task_name, data_dir, skip_malformed_rows=None, language=None):
     self.task = glue_task(task_name)
+    if language is not None and not self.task.language_column:
+      raise ValueError(f"A language applies to XNLI only, not to GLUE {self.task.name}.")
+    self.language = language or (DEFAULT_XNLI_LANGUAGE if self.task.language_column else None)
     self.data_dir = data_dir
     self.is_regression = self.task.is_regression
     self.skip_malformed_rows = (self.task.skip_malformed_by_default
                                 if skip_malformed_rows is None else skip_malformed_rows)
     self.skipped_rows = {}
+    self.dropped_bytes = {}
+    self.other_language_rows = {}
 
   @property
   def splits(self):
@@ -138,7 +176,7 @@ class GlueProcessor(classifier_data.DataProcessor):
   def split_file(self, split):
     """Returns the path of the file that holds `split`."""
     self._check_split(split)
-    candidates = self.task.files[split]
+    candidates = [name.format(language=self.language) for name in self.task.files[split]]
     for name in candidates:
       path = os.path.join(self.data_dir, name)
       if os.path.exists(path):
@@ -148,7 +186,9 @@ class GlueProcessor(classifier_data.DataProcessor):
 
   def get_examples(self, split):
     path = self.split_file(split)
-    rows = classifier_data.non_empty_rows(path)
+    dropped = utf8.DroppedBytes(path)
+    rows = classifier_data.non_empty_rows(path, dropped=dropped)
+    self.dropped_bytes[path] = dropped.num_bytes
     issues = classifier_data.RowIssues(path, skip=self.skip_malformed_rows)
     if split in self.task.headerless:
       width, text_a, label = self.task.headerless[split]
@@ -162,22 +202,37 @@ class GlueProcessor(classifier_data.DataProcessor):
       names = {index: f"column '{header[index]}'" for index in columns.values()}
       width = len(header)
     examples = []
+    other_languages = 0
     for number, (line, fields) in enumerate(rows):
       if len(fields) != width:
         issues.report(line, f"expected {width} tab-separated fields, found {len(fields)}")
+        continue
+      if "language" in columns and fields[columns["language"]] != self.language:
+        other_languages += 1
         continue
       example = self._example(split, number, line, fields, columns, names, issues)
       if example is not None:
         examples.append(example)
     self.skipped_rows[path] = issues.finish()
+    if "language" in columns:
+      self.other_language_rows[path] = other_languages
+      logging.info("%s: read the %d rows of language %r, passed over %d of other languages.",
+                   path, len(examples), self.language, other_languages)
+      if not examples and not self.skipped_rows[path]:
+        raise classifier_data.DataError(f"{path}: no row has language {self.language!r} in "
+                                        f"column '{self.task.language_column}'")
     return examples
 
   def _find_columns(self, path, split, header):
-    """Maps `text_a`, `text_b`, `label` and `id` to their positions in `header`."""
+    """Maps `text_a`, `text_b`, `label`, `id` and `language` to their positions in `header`."""
     task = self.task
-    wanted = {"text_a": task.text_a, "text_b": task.text_b, "label": task.label,
-              "id": task.id_column}
-    required = ["text_a", "text_b"] + ([] if split.startswith("test") else ["label"])
+    text_a, text_b, label = task.columns(split)
+    wanted = {"text_a": text_a, "text_b": text_b, "label": label, "id": task.id_column,
+              "language": task.language_column}
+    # A file of all languages must say which row is which; a per-language file need not.
+    per_language = all("{language}" in name for name in task.files[split])
+    required = (["text_a", "text_b"] + ([] if split.startswith("test") else ["label"])
+                + ([] if per_language else ["language"]))
     missing = [wanted[key] for key in required if wanted[key] and wanted[key] not in header]
     if missing:
       raise classifier_data.DataError(
@@ -208,6 +263,7 @@ class GlueProcessor(classifier_data.DataProcessor):
     """Returns the label of a row, or reports it and returns None."""
     if self.is_regression:
       return classifier_data.parse_score(value, line, column, issues)
+    value = self.task.label_aliases.get(value, value)
     if value not in self.task.labels:
       issues.report(line, f"{column} is {value!r}, not one of the {self.task.name} labels "
                     f"{list(self.task.labels)}")

@@ -145,6 +145,7 @@ _CLASSIFICATION_TASKS = {
     "qnli": ("accuracy",),
     "rte": ("accuracy",),
     "wnli": ("accuracy",),
+    "xnli": ("accuracy",),
     "mrpc": ("f1", "accuracy"),
     "qqp": ("f1", "accuracy"),
 }
@@ -155,14 +156,14 @@ def glue_metrics(task_name, labels, predictions):
   """Scores predictions for one GLUE task with that task's metrics.
 
   Args:
-    task_name: `cola`, `sst-2`, `mrpc`, `sts-b`, `qqp`, `mnli`, `qnli`, `rte`, `wnli` or `ax`
-      (case, `-` and `_` ignored; `mnli-mm` / `mnli_mismatched` score like `mnli`).
+    task_name: `cola`, `sst-2`, `mrpc`, `sts-b`, `qqp`, `mnli`, `qnli`, `rte`, `wnli`, `ax` or
+      `xnli` (case, `-` and `_` ignored; `mnli-mm` / `mnli_mismatched` score like `mnli`).
     labels: gold label ids, shape `[n]` (float scores for STS-B).
     predictions: predicted label ids, shape `[n]` (float scores for STS-B).
 
   Returns:
     A dict of metric name -> float: `matthews_corrcoef` (CoLA, AX); `accuracy` (SST-2, MNLI, QNLI,
-    RTE, WNLI); `f1` and `accuracy` (MRPC, QQP); `pearson` and `spearman` (STS-B).
+    RTE, WNLI, XNLI); `f1` and `accuracy` (MRPC, QQP); `pearson` and `spearman` (STS-B).
 
   Example:
 
@@ -178,5 +179,5 @@ def glue_metrics(task_name, labels, predictions):
             "spearman": spearman_correlation(labels, predictions)}
   if key not in _CLASSIFICATION_TASKS:
     raise ValueError(f"Unknown GLUE task {task_name!r}; choose one of CoLA, SST-2, MRPC, STS-B, "
-                     "QQP, MNLI, QNLI, RTE, WNLI, AX")
+                     "QQP, MNLI, QNLI, RTE, WNLI, AX, XNLI")
   return {name: _METRICS[name](labels, predictions) for name in _CLASSIFICATION_TASKS[key]}

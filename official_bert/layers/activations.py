@@ -1,47 +1,105 @@
-"""The feed-forward activations that `hidden_act` names in BERT configuration files."""
+"""The feed-forward activations that `hidden_act` names in BERT configuration files.
+
+Two functions go by the name GELU. The original google-research/bert computes the tanh
+approximation, `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`, and calls it `gelu`;
+Hugging Face and Model Garden call the exact `0.5 * x * (1 + erf(x / sqrt(2)))` `gelu`. They differ
+by up to about 5e-4 per unit, so a checkpoint runs the network it was trained with only under its
+own form. This package names the two without ambiguity, `gelu_tanh` and `gelu_erf`, and reads a
+bare `gelu` as the original did (tanh): `BertConfig` and every `bert_config.json` follow the
+original, and only the Hugging Face reader (`checkpoints/huggingface.py`) translates its own names.
+"""
+
+import math
 
 import keras
 from keras import ops
 
+GELU_TANH = "gelu_tanh"
+GELU_ERF = "gelu_erf"
+
+# The names the original's `modeling.get_activation` knows.
+ORIGINAL_NAMES = ("gelu", "relu", "tanh", "linear")
+
 _SQRT_HALF = 0.7071067811865476
+_SQRT_TWO_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _gelu_exact(x):
+def gelu_erf(x):
+  """The exact GELU, `0.5 * x * (1 + erf(x / sqrt(2)))`."""
   # The same function as `keras.activations.gelu(approximate=False)`, which TensorFlow writes
   # with `erfc`; XLA's `erf` is a short polynomial where `erfc` needs an exponential, and the
   # feed-forward activation of a BERT step spends a few percent of it there.
   return 0.5 * x * (1.0 + ops.erf(x * _SQRT_HALF))
 
 
-def _gelu_tanh(x):
-  return keras.activations.gelu(x, approximate=True)
+def gelu_tanh(x):
+  """The original BERT's GELU, `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`."""
+  # `x * x * x` rather than a power: one fused multiply chain, and no `pow` kernel.
+  return 0.5 * x * (1.0 + ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
 
 
-# `gelu` is the exact erf form, as in Hugging Face and Model Garden configs; the original TF1 code
-# used the tanh approximation under the same name, which differs by less than 1e-3 per unit.
-_ACTIVATIONS = {
-    "gelu": _gelu_exact,
-    "gelu_exact": _gelu_exact,
-    "gelu_new": _gelu_tanh,
-    "gelu_tanh": _gelu_tanh,
-    "gelu_approximate": _gelu_tanh,
-    "gelu_pytorch_tanh": _gelu_tanh,
+_FUNCTIONS = {
+    GELU_TANH: gelu_tanh,
+    GELU_ERF: gelu_erf,
     "relu": keras.activations.relu,
     "silu": keras.activations.silu,
-    "swish": keras.activations.silu,
     "tanh": keras.activations.tanh,
+    "linear": keras.activations.linear,
 }
+# Other spellings of the same functions. `gelu` is the original's name for the tanh form; the
+# rest are the names of Hugging Face (`gelu_new`, `gelu_pytorch_tanh`) and Keras (`approximate`).
+_ALIASES = {
+    "gelu": GELU_TANH,
+    "gelu_new": GELU_TANH,
+    "gelu_pytorch_tanh": GELU_TANH,
+    "gelu_approximate": GELU_TANH,
+    "gelu_exact": GELU_ERF,
+    "swish": "silu",
+}
+
+
+def canonical_activation(name):
+  """Returns the one name of the activation `name` stands for (`gelu` -> `gelu_tanh`).
+
+  Args:
+    name: an activation name of a `bert_config.json`: `gelu_tanh`, `gelu_erf`, `relu`, `silu`,
+      `tanh`, `linear`, or one of their other spellings: `gelu` (the original's name of the
+      tanh form), `gelu_new`, `gelu_pytorch_tanh`, `gelu_approximate`, `gelu_exact`, `swish`.
+
+  Raises:
+    ValueError: an unknown name.
+
+  >>> canonical_activation("gelu"), canonical_activation("GELU_ERF")
+  ('gelu_tanh', 'gelu_erf')
+  """
+  if not isinstance(name, str):
+    raise ValueError(f"An activation name must be a string, got {name!r}.")
+  key = name.lower()
+  key = _ALIASES.get(key, key)
+  if key not in _FUNCTIONS:
+    raise ValueError(f"Unknown hidden_act {name!r}; choose one of "
+                     f"{', '.join(sorted(set(_FUNCTIONS) | set(_ALIASES)))}.")
+  return key
+
+
+def original_activation_name(name):
+  """The name the original google-research/bert code reads for an activation.
+
+  The original knows `ORIGINAL_NAMES`: `gelu` (its tanh form), `relu`, `tanh` and `linear`. The
+  exact GELU and SiLU have no name there, so their canonical names are returned, which the
+  original refuses rather than running another function.
+
+  Args:
+    name: any name `canonical_activation` accepts.
+  """
+  canonical = canonical_activation(name)
+  return "gelu" if canonical == GELU_TANH else canonical
 
 
 def get_activation(name):
   """Returns the activation function called `name` in a BERT config.
 
   Args:
-    name: one of `gelu` (exact), `gelu_new` / `gelu_tanh` / `gelu_approximate` (tanh approximation),
-      `relu`, `silu` / `swish`, `tanh`.
+    name: any name `canonical_activation` accepts; `gelu` is the tanh form, as in the original.
   """
-  try:
-    return _ACTIVATIONS[name.lower()]
-  except KeyError:
-    raise ValueError(f"Unknown hidden_act {name!r}; choose one of "
-                     f"{', '.join(sorted(_ACTIVATIONS))}.") from None
+  return _FUNCTIONS[canonical_activation(name)]

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 import tensorflow as tf
 
-from official_bert.layers.activations import get_activation
+from official_bert.layers.activations import canonical_activation, get_activation
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -20,7 +20,8 @@ class MaskedLMHead(keras.layers.Layer):
   Args:
     vocab_size: number of output classes (tokens).
     hidden_size: width of the encoder's sequence output.
-    activation: name of the transform's activation (`gelu` for BERT).
+    activation: name of the transform's activation (see `get_activation`; BERT's is
+      `gelu_tanh`, which a bare `gelu` also names).
     initializer_range: standard deviation of the truncated-normal kernel initializer.
     embedding: optional `keras.layers.Embedding` whose table the output projection shares.
     **kwargs: passed to `keras.layers.Layer`.
@@ -39,12 +40,12 @@ class MaskedLMHead(keras.layers.Layer):
   (2, 3, 20)
   """
 
-  def __init__(self, vocab_size, hidden_size, activation="gelu", initializer_range=0.02,
+  def __init__(self, vocab_size, hidden_size, activation="gelu_tanh", initializer_range=0.02,
                embedding=None, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
-    self.activation = activation
+    self.activation = canonical_activation(activation)
     self.initializer_range = initializer_range
     self.embedding = embedding
     self._initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)

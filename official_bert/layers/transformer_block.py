@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from official_bert.layers.activations import get_activation
+from official_bert.layers.activations import canonical_activation, get_activation
 from official_bert.layers.attention import SelfAttention
 from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
@@ -18,7 +18,8 @@ class TransformerBlock(keras.layers.Layer):
     hidden_size: width of inputs and outputs.
     num_heads: attention heads.
     intermediate_size: width of the feed-forward layer.
-    activation: name of the feed-forward activation (see `get_activation`).
+    activation: name of the feed-forward activation (see `get_activation`; a bare `gelu` is
+      the original's tanh form).
     dropout_rate: dropout on the attention output and the feed-forward output.
     attention_dropout_rate: dropout on the attention probabilities.
     initializer_range: standard deviation of the truncated-normal kernel initializer.
@@ -38,13 +39,13 @@ class TransformerBlock(keras.layers.Layer):
   (2, 5, 8)
   """
 
-  def __init__(self, hidden_size, num_heads, intermediate_size, activation="gelu",
+  def __init__(self, hidden_size, num_heads, intermediate_size, activation="gelu_tanh",
                dropout_rate=0.0, attention_dropout_rate=0.0, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_heads = num_heads
     self.intermediate_size = intermediate_size
-    self.activation = activation
+    self.activation = canonical_activation(activation)
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.initializer_range = initializer_range

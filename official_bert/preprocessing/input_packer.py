@@ -12,7 +12,8 @@ class BertInputPacker(keras.layers.Layer):
   Segments too long for `seq_length` are truncated as the original `truncate_seq_pair` does:
   one token at a time from the end of the longer segment, the second one on a tie. tf.text's
   `RoundRobinTrimmer` keeps exactly those lengths (it hands the budget out one token to each
-  segment in turn, the first segment first).
+  segment in turn, the first segment first). As in the original, a row whose second segment has
+  no tokens is packed as a single segment, `[CLS] a [SEP]`.
 
   Args:
     seq_length: length of the packed sequences, special tokens included.
@@ -55,8 +56,8 @@ class BertInputPacker(keras.layers.Layer):
       ragged.append(tf.cast(segment, tf.int32))
     return ragged
 
-  def call(self, inputs):
-    segments = self._as_segments(inputs)
+  def _pack(self, segments):
+    """Packs all rows with the given segments: `(word_ids, mask, type_ids)`, each dense."""
     # One [CLS] plus one [SEP] per segment.
     budget = self.seq_length - 1 - len(segments)
     trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
@@ -65,11 +66,18 @@ class BertInputPacker(keras.layers.Layer):
     input_word_ids, input_mask = tf_text.pad_model_inputs(
         word_ids, max_seq_length=self.seq_length, pad_value=self.pad_id)
     input_type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=self.seq_length)
-    return {
-        "input_word_ids": tf.cast(input_word_ids, tf.int32),
-        "input_mask": tf.cast(input_mask, tf.int32),
-        "input_type_ids": tf.cast(input_type_ids, tf.int32),
-    }
+    return input_word_ids, input_mask, input_type_ids
+
+  def call(self, inputs):
+    segments = self._as_segments(inputs)
+    packed = self._pack(segments)
+    if len(segments) == 2:
+      # The original adds segment B (and its [SEP]) only when it has tokens.
+      has_second = (segments[1].row_lengths() > 0)[:, None]
+      single = self._pack(segments[:1])
+      packed = [tf.where(has_second, pair, alone) for pair, alone in zip(packed, single)]
+    return {name: tf.cast(value, tf.int32) for name, value in
+            zip(("input_word_ids", "input_mask", "input_type_ids"), packed)}
 
   def compute_output_spec(self, inputs):
     first = inputs[0] if isinstance(inputs, (list, tuple)) else inputs

@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from official_bert import utf8
 from official_bert.pretraining.instances import Documents
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS
 
@@ -103,8 +104,10 @@ class ShardText:
     document_ids: for each sentence, the number of its document within the shard.
     num_lines: lines read.
     num_blank_lines: blank lines (document separators).
-    num_undecodable_lines: lines that are not UTF-8; skipped.
-    undecodable: `file:line` of the first `MAX_LISTED_ERRORS` of those.
+    num_undecodable_lines: lines with bytes that are not UTF-8; those bytes are dropped, the rest
+      of the line is kept.
+    num_undecodable_bytes: the bytes dropped.
+    undecodable: `file:line` of the first `MAX_LISTED_ERRORS` of those lines.
     num_cut_documents: documents cut at the end of the shard.
   """
 
@@ -113,12 +116,13 @@ class ShardText:
   num_lines: int = 0
   num_blank_lines: int = 0
   num_undecodable_lines: int = 0
+  num_undecodable_bytes: int = 0
   undecodable: list = dataclasses.field(default_factory=list)
   num_cut_documents: int = 0
 
 
 def decode_shard(shard):
-  """Splits a shard into stripped sentences and document numbers; undecodable lines are skipped.
+  """Splits a shard into stripped sentences and document numbers, dropping bytes that are not UTF-8.
 
   Args:
     shard: `Shard`.
@@ -144,7 +148,8 @@ def decode_shard(shard):
 
 
 def _decode_lines(piece, text):
-  """Yields the lines of a piece as `str`; counts and lists the lines that are not UTF-8."""
+  """Yields the lines of a piece as `str`, without the bytes that are not UTF-8 (as the original's
+  `convert_to_unicode` did); counts those bytes and lines and lists the first lines."""
   data = piece.data[:-1] if piece.data.endswith(b"\n") else piece.data
   try:
     yield from data.decode("utf-8").split("\n")
@@ -152,13 +157,14 @@ def _decode_lines(piece, text):
   except UnicodeDecodeError:
     pass
   for offset, raw in enumerate(data.split(b"\n")):
-    try:
-      yield raw.decode("utf-8")
-    except UnicodeDecodeError as e:
+    line, dropped = utf8.decode(raw)
+    if dropped:
       text.num_undecodable_lines += 1
+      text.num_undecodable_bytes += dropped
       if len(text.undecodable) < MAX_LISTED_ERRORS:
-        text.undecodable.append(
-            f"{piece.path}:{piece.first_line + offset}: not UTF-8 at byte {e.start}")
+        text.undecodable.append(f"{piece.path}:{piece.first_line + offset}: dropped {dropped} "
+                                "byte(s) that are not UTF-8")
+    yield line
 
 
 def documents_from_tokens(text, token_ids, row_splits):

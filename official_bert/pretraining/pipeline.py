@@ -107,7 +107,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
       named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
       raise ValueError(
           f"no pre-training instances: the input ({named}) holds no text: {stats.lines} lines, "
-          f"{stats.blank_lines} blank, {stats.undecodable_lines} not UTF-8, "
+          f"{stats.blank_lines} blank, {stats.undecodable_bytes} bytes not UTF-8, "
           f"{stats.lines_without_tokens} without WordPiece tokens")
     for temporary, path in zip(partial, outputs):
       os.replace(temporary, path)
@@ -137,7 +137,7 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
         stats = stats + result.stats
         for error in result.stats.undecodable:
           if listed < MAX_LISTED_ERRORS:
-            logging.warning("Skipped a line: %s", error)
+            logging.warning("%s (as the original did).", error)
             listed += 1
         if time.monotonic() - last_progress >= progress_interval_s:
           last_progress = time.monotonic()

@@ -14,7 +14,8 @@ class PretrainingStats:
     input_bytes: bytes of text read.
     lines: lines read.
     blank_lines: blank lines (document separators).
-    undecodable_lines: lines skipped because they are not UTF-8.
+    undecodable_lines: lines with bytes that are not UTF-8 (dropped, as the original did).
+    undecodable_bytes: those bytes.
     lines_without_tokens: lines skipped because WordPiece gives no token (e.g. control characters).
     cut_documents: documents cut because they are longer than twice the shard size.
     documents: documents with at least one token.
@@ -26,13 +27,14 @@ class PretrainingStats:
     random_next: instances whose sentence B is a random next.
     random_next_same_document: of those, the ones whose B comes from A's own document (the
       original's 10 tries drew no other document, e.g. in a corpus of one document).
-    undecodable: `file:line` of the first skipped lines.
+    undecodable: `file:line` of the first lines with bytes dropped.
   """
 
   input_bytes: int = 0
   lines: int = 0
   blank_lines: int = 0
   undecodable_lines: int = 0
+  undecodable_bytes: int = 0
   lines_without_tokens: int = 0
   cut_documents: int = 0
   documents: int = 0
@@ -74,7 +76,8 @@ class PretrainingStats:
         f"{100 * self.random_token_predictions / predictions:.1f}% random, "
         f"{100 * self.kept_predictions / predictions:.1f}% unchanged.",
         f"Read {self.input_bytes / 1e6:.1f} MB, {self.lines} lines: {self.documents} documents, "
-        f"{self.blank_lines} blank lines. Skipped {self.undecodable_lines} lines that are not "
-        f"UTF-8 and {self.lines_without_tokens} lines without WordPiece tokens. Cut "
+        f"{self.blank_lines} blank lines. Dropped {self.undecodable_bytes} bytes that are not "
+        f"UTF-8 from {self.undecodable_lines} lines (as the original did). Skipped "
+        f"{self.lines_without_tokens} lines without WordPiece tokens. Cut "
         f"{self.cut_documents} documents longer than twice the shard size.",
     ]

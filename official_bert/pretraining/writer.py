@@ -184,7 +184,8 @@ class ShardProcessor:
     documents, num_empty = corpus.documents_from_tokens(text, token_ids, row_splits)
     stats = PretrainingStats(
         input_bytes=shard.num_bytes, lines=text.num_lines, blank_lines=text.num_blank_lines,
-        undecodable_lines=text.num_undecodable_lines, lines_without_tokens=num_empty,
+        undecodable_lines=text.num_undecodable_lines,
+        undecodable_bytes=text.num_undecodable_bytes, lines_without_tokens=num_empty,
         cut_documents=text.num_cut_documents, documents=documents.num_documents,
         undecodable=text.undecodable)
     return shard.index, documents, stats

@@ -111,11 +111,16 @@ def score_predictions(task_name, logits, label_ids, is_regression):
   return metrics
 
 
-def _processor(task_name, data_dir, tfds_name, custom_options, skip_malformed_rows):
+def _processor(task_name, data_dir, tfds_name, custom_options, skip_malformed_rows,
+               xnli_language=None):
   """The data processor for the run, checking that the options fit the kind of data."""
   options = dict(custom_options or {})
+  if xnli_language is not None:
+    if tfds_name or (task_name or "").lower() != "xnli":
+      raise ValueError("xnli_language applies only to task_name='XNLI'.")
+    options["language"] = xnli_language
   is_custom = not tfds_name and (task_name or "").lower() == "custom"
-  if options and not is_custom:
+  if set(options) - {"language"} and not is_custom:
     raise ValueError(f"{', '.join(sorted(options))} apply only to task_name='custom' (your own "
                      "files), not to a GLUE task or a TFDS dataset.")
   if not tfds_name and not task_name:
@@ -201,6 +206,8 @@ class ClassificationTask(base.Task):
       `dev_file`, `test_file` for files not named `<split>.<csv|tsv|jsonl>` in `data_dir`.
     skip_malformed_rows: skip (and count) malformed rows instead of stopping at the first;
       None keeps the data's default (skip for QQP only).
+    xnli_language: for XNLI, the language of the train file and of the dev rows (default `zh`,
+      as in the original).
 
   Example:
 
@@ -214,10 +221,10 @@ class ClassificationTask(base.Task):
   name = "classification"
 
   def __init__(self, *, task_name=None, data_dir=None, tfds_name=None, custom_options=None,
-               skip_malformed_rows=None, **kwargs):
+               skip_malformed_rows=None, xnli_language=None, **kwargs):
     super().__init__(**kwargs)
     self.processor = _processor(task_name, data_dir, tfds_name, custom_options,
-                                skip_malformed_rows)
+                                skip_malformed_rows, xnli_language)
     self.glue_name = getattr(getattr(self.processor, "task", None), "name", None)
     self.is_regression = self.processor.is_regression
     self.label_list = self.processor.get_labels()
@@ -235,7 +242,11 @@ class ClassificationTask(base.Task):
     skipped = processor.skipped_rows.get(key, 0)
     logging.info("Read %d %s examples (%d malformed row(s) skipped).", len(examples), split,
                  skipped)
-    self.summary.append(f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped")
+    summary = f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped"
+    dropped = getattr(processor, "dropped_bytes", {}).get(key, 0)
+    if dropped:
+      summary += f", {dropped} byte(s) that are not UTF-8 dropped (as the original did)"
+    self.summary.append(summary)
     self.sentence_pair = examples[0].text_b is not None
     self.examples[split] = examples
     return examples

@@ -44,7 +44,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import export, file_io, tokenization
+from official_bert import export, file_io, tokenization, utf8
 from official_bert.checkpoints import VOCAB_NAME, read_config
 from official_bert.export import archive
 from official_bert.networks.bert_encoder import BertEncoder
@@ -91,30 +91,31 @@ class ExtractionFeatures:
   num_truncated: int
 
 
-def read_examples(input_file):
+def read_examples(input_file, dropped=None):
   """Reads one example per line; ` ||| ` separates the two texts of a pair.
 
   Every line counts, blank ones too (they give `[CLS] [SEP]`), so `unique_id` is the line index.
+  Bytes that are not UTF-8 are dropped as in the original, counted and reported.
 
   Args:
     input_file: UTF-8 text file.
+    dropped: optional `utf8.DroppedBytes` that counts the dropped bytes, for the caller.
 
   Returns:
     A list of `InputExample`.
 
   Raises:
-    ValueError: naming the line that is not valid UTF-8, or an empty file.
+    ValueError: an empty file.
   """
   examples = []
+  dropped = utf8.DroppedBytes(input_file) if dropped is None else dropped
   with open(input_file, "rb") as f:
     for index, raw_line in enumerate(f):
-      try:
-        line = raw_line.decode("utf-8").strip()
-      except UnicodeDecodeError as e:
-        raise ValueError(f"{input_file}:{index + 1}: not valid UTF-8 at byte {e.start + 1}") from e
+      line = dropped.decode(raw_line, index + 1).strip()
       match = _PAIR.match(line)
       text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
       examples.append(InputExample(index, text_a, text_b))
+  dropped.report()
   if not examples:
     raise ValueError(f"{input_file} is empty: expected one text per line")
   logging.info("Read %d lines (%d pairs) from %s.", len(examples),
@@ -140,8 +141,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length):
   all_tokens, num_truncated = [], 0
   for i, example in enumerate(examples):
     tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
-    if tokens_b is None:
+    # As in the original, a second text without tokens leaves a single one, `[CLS] a [SEP]`.
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    if not tokens_b:
       if len(tokens_a) > max_seq_length - 2:
         num_truncated += 1
         tokens_a = tokens_a[:max_seq_length - 2]
@@ -353,11 +355,13 @@ class FeatureExtractionTask(base.Task):
     super().validate(modes, init_checkpoint)
     self.layer_indexes = parse_layers([self.pooling_layer] if self.pooling else self.layers,
                                       self.bert_config.num_hidden_layers)
-    self.examples = read_examples(self.input_file)
+    dropped = utf8.DroppedBytes(self.input_file)
+    self.examples = read_examples(self.input_file, dropped)
     self.features = convert_examples_to_features(self.examples, self.tokenizer,
                                                  self.max_seq_length)
     self.summary.append(f"{self.input_file}: {len(self.examples)} lines, "
-                        f"{self.features.num_truncated} truncated")
+                        f"{self.features.num_truncated} truncated"
+                        + (f", {dropped.message()}" if dropped.num_bytes else ""))
 
   # === The model: the pre-trained encoder ===
 
