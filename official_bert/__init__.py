@@ -26,6 +26,7 @@ _PUBLIC = {
     "load_encoder": "official_bert.checkpoints",
     "load_pretrainer": "official_bert.checkpoints",
     "restore_encoder_weights": "official_bert.checkpoints",
+    "restore_task_weights": "official_bert.checkpoints",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -34,7 +34,7 @@ import dataclasses
 from absl import logging
 
 from official_bert import tokenization
-from official_bert.checkpoints import restore_encoder_weights
+from official_bert.checkpoints import restore_task_weights
 from official_bert.tasks import runner as runner_lib
 
 
@@ -150,9 +150,12 @@ class Task(abc.ABC):
   metrics = None
 
   def initialize(self, model, init_checkpoint):
-    """Loads `init_checkpoint` into a model that starts a run (no checkpoint to resume)."""
-    restore_encoder_weights(model, init_checkpoint)
-    logging.info("Initialised the encoder from %s.", init_checkpoint)
+    """Loads `init_checkpoint` into a model that starts a run (no checkpoint to resume): the
+    encoder, and the task head where the checkpoint holds one of the model's kind and shapes
+    (see `official_bert.checkpoints.restore_task_weights`)."""
+    head = restore_task_weights(model, init_checkpoint)
+    logging.info("Initialised the encoder%s from %s.", " and the task head" if head else "",
+                 init_checkpoint)
 
   def untrained(self, output_dir):
     """Called when a run that does not train finds no checkpoint: warns that the head is
