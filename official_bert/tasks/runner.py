@@ -167,6 +167,8 @@ class Runner:
     strategy: the `tf.distribute.Strategy`.
     model: the task model.
     trainer: the `Trainer`.
+    head_restored: whether the task head came from a checkpoint (resumed, or in
+      `init_checkpoint`), i.e. the model is fine-tuned.
     num_train_steps, num_warmup_steps: the schedule (0 for a run that does not train).
     is_chief: whether this machine writes files (always, outside multi-worker training).
   """
@@ -191,8 +193,9 @@ class Runner:
                            restore_fn=resume.original_restore_fn(self.model, optimizer))
     self.is_chief = distribution.is_chief(self.strategy)
     restored_step = self.trainer.restore() if task.resumes else 0
+    self.head_restored = restored_step > 0
     if restored_step == 0 and config.init_checkpoint:
-      task.initialize(self.model, config.init_checkpoint)
+      self.head_restored = bool(task.initialize(self.model, config.init_checkpoint))
     elif restored_step == 0:
       logging.info("Nothing to resume in %s and no init_checkpoint: the whole %s starts freshly "
                    "initialised.", config.output_dir, type(self.model).__name__)
