@@ -7,6 +7,7 @@ both ways; and an output folder whose checkpoint fits no known layout."""
 import json
 import shutil
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +16,7 @@ from test_checkpoints_tf1 import original_variables
 from conftest import run_task
 from official_bert import BertClassifier, BertConfig, BertSpanLabeler
 from official_bert.checkpoints import convert, load_model_dir, restore_task_weights, resume
+from official_bert.cli import convert_checkpoint
 from official_bert.tasks import classification, question_answering
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig, create_optimizer
@@ -176,6 +178,14 @@ def _place(original, output_dir, source):
   return tf.train.latest_checkpoint(str(original))
 
 
+def _convert_script(*args):
+  """`bert-convert-checkpoint` with these flags."""
+  flag_values = flags.FlagValues()
+  convert_checkpoint.define_flags(flag_values)
+  flag_values(["bert-convert-checkpoint", *args])
+  return convert_checkpoint.convert_from_flags(flag_values)
+
+
 # === Tests ===
 
 @pytest.mark.parametrize("source", ["init_checkpoint", "output_dir"])
@@ -300,6 +310,13 @@ def test_init_checkpoint_takes_the_head_only_when_it_fits(tmp_path):
     for before, variable in zip(fresh, head.weights, strict=True):
       np.testing.assert_array_equal(before, variable.numpy())
 
+  # A model folder converted from it carries the head the same way.
+  CONFIG.to_json_file(str(tmp_path / "bert_config.json"))
+  convert("tf1", prefix, tmp_path / "folder")
+  converted = BertClassifier(CONFIG, num_classes=2)
+  assert restore_task_weights(converted, tmp_path / "folder") is True
+  np.testing.assert_array_equal(converted.classifier.dense.bias.numpy(), weights["output_bias"])
+
   partial = dict(weights)
   del partial["output_bias"]
   prefix, _ = write_original(tmp_path / "partial", partial, step=1)
@@ -310,7 +327,8 @@ def test_init_checkpoint_takes_the_head_only_when_it_fits(tmp_path):
 def test_fine_tuned_classifier_converts_to_a_model_folder_and_back(files, tmp_path):
   weights = original_weights(num_labels=3, seed=4)
   prefix, _ = write_original(tmp_path / "original", weights, step=9)
-  convert("tf1", prefix, tmp_path / "folder", config_file=str(files / "bert_config.json"))
+  _convert_script("--input_format=tf1", f"--input={prefix}", f"--output_dir={tmp_path / 'folder'}",
+                  f"--bert_config_file={files / 'bert_config.json'}")
   model, info = load_model_dir(tmp_path / "folder")
   assert info.kind == "classifier" and model.num_classes == 3
 
@@ -326,7 +344,8 @@ def test_fine_tuned_classifier_converts_to_a_model_folder_and_back(files, tmp_pa
   np.testing.assert_allclose(logits, pooled @ weights["output_weights"].T.astype(np.float64)
                              + weights["output_bias"], atol=1e-5)
 
-  convert("keras", tmp_path / "folder", tmp_path / "back", output_format="tf1")
+  _convert_script("--input_format=keras", f"--input={tmp_path / 'folder'}",
+                  f"--output_dir={tmp_path / 'back'}", "--output_format=tf1")
   reader = tf.train.load_checkpoint(str(tmp_path / "back" / "bert_model.ckpt"))
   assert sorted(reader.get_variable_to_shape_map()) == sorted(weights)
   for name, value in weights.items():
