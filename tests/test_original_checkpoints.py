@@ -352,6 +352,9 @@ def test_fine_tuned_classifier_converts_to_a_model_folder_and_back(files, tmp_pa
     np.testing.assert_array_equal(reader.get_tensor(name), value, err_msg=name)
   with pytest.raises(ValueError, match="model folder already"):
     convert("keras", tmp_path / "folder", tmp_path / "again")
+  with pytest.raises(ValueError, match="to another folder"):
+    convert("keras", tmp_path / "folder", tmp_path / "folder", output_format="tf1")
+  assert load_model_dir(tmp_path / "folder")[1].kind == "classifier"
 
 
 def test_an_output_dir_checkpoint_of_no_known_layout_is_an_error(files, tmp_path):

@@ -384,6 +384,9 @@ def convert(input_format, input_path, output_dir, output_format=KERAS, config_fi
     if output_format != TF1:
       raise ValueError(f"{input_path} is a model folder already: convert it to "
                        f"output_format={TF1!r}.")
+    if os.path.abspath(input_path) == os.path.abspath(os.fspath(output_dir)):
+      raise ValueError(f"Write the original checkpoint of {input_path} to another folder: a TF1 "
+                       "export there would replace the model folder's manifest and weights.")
     model, info = model_dir.load_model_dir(input_path)
     write_dir(model, output_dir, vocab_file=info.vocab_file, formats=(TF1,))
     logging.info("Converted the %s model folder %s to an original checkpoint in %s.", info.kind,
