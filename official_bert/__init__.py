@@ -26,6 +26,7 @@ _PUBLIC = {
     "load_encoder": ".checkpoints",
     "load_pretrainer": ".checkpoints",
     "restore_encoder_weights": ".checkpoints",
+    "restore_task_weights": ".checkpoints",
 }
 __all__ = sorted(_PUBLIC)
 __getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)

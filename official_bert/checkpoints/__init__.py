@@ -15,6 +15,7 @@ from official_bert.checkpoints.converter import (
                                                  read_config,
                                                  restore_encoder_weights,
                                                  restore_pretrainer_weights,
+                                                 restore_task_weights,
                                                  write_dir,
 )
 from official_bert.checkpoints.huggingface import (
@@ -39,10 +40,12 @@ from official_bert.checkpoints.tf1 import (
                                                  CHECKPOINT_NAME,
                                                  check_compatible,
                                                  get_original_weights,
+                                                 head_names,
                                                  list_tf1_variables,
                                                  load_tf1_checkpoint,
                                                  original_variable_shapes,
                                                  read_tf1_checkpoint,
                                                  save_tf1_checkpoint,
+                                                 set_head_weights,
                                                  set_original_weights,
 )

@@ -2,12 +2,15 @@
 
 `bert-convert-checkpoint` and the end of pre-training write a model folder
 (`checkpoints/model_dir.py`: `bert_config.json`, `vocab.txt`, `model.weights.h5`, `model.json`)
-of kind `encoder`, or `pretrainer` when the source has the masked-LM and next-sentence heads;
-with format "tf1" (alone or beside it) they write the original `bert_model.ckpt.index` and
-`.data-00000-of-00001`, readable by the original google-research/bert code. Every loader here
-(`load_encoder`, the `--init_checkpoint` of each script) accepts a model folder of any kind (a
-fine-tuned one gives its encoder), an original TF1 checkpoint or a Hugging Face folder. Where a
-folder holds both a model folder and a TF1 checkpoint, the model folder is read.
+of kind `encoder`, or the kind whose head the source holds: `pretrainer` (masked-LM and
+next-sentence heads), `classifier` or `span_labeler` (an original `run_classifier.py` or
+`run_squad.py` checkpoint); with format "tf1" (alone or beside it) they write the original
+`bert_model.ckpt.index` and `.data-00000-of-00001`, readable by the original google-research/bert
+code, head included. Every loader here (`load_encoder`, the `--init_checkpoint` of each script)
+accepts a model folder of any kind, an original TF1 checkpoint or a Hugging Face folder; the
+`--init_checkpoint` of fine-tuning (`restore_task_weights`) also takes the task head from a
+checkpoint that holds one of the model's kind and shapes. Where a folder holds both a model folder
+and a TF1 checkpoint, the model folder is read.
 """
 
 import dataclasses
@@ -26,7 +29,7 @@ from official_bert.networks.bert_encoder import BertEncoder
 
 KERAS, TF1, HF = "keras", "tf1", "hf"
 OUTPUT_FORMATS = (KERAS, TF1)
-INPUT_FORMATS = (TF1, HF)
+INPUT_FORMATS = (TF1, HF, KERAS)
 # Fields that do not change the function a checkpoint computes once loaded.
 _TRAINING_ONLY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
 
@@ -200,6 +203,49 @@ def restore_encoder_weights(encoder, path):
   _restore(encoder, kind, location)
 
 
+def _original_weights(model, kind, location):
+  """The checkpoint's weights under original names, when it may hold the model's task head."""
+  if not tf1.head_names(model):
+    return None
+  if kind == TF1:
+    return tf1.read_tf1_checkpoint(location)
+  if kind == KERAS and model_dir.read_model_info(location).kind == type(model).kind:
+    saved, _ = model_dir.load_model_dir(location)
+    if tf1.head_names(saved):
+      return tf1.get_original_weights(saved)
+  return None
+
+
+def restore_task_weights(model, path):
+  """Loads a checkpoint into a task model: the `--init_checkpoint` of fine-tuning.
+
+  The encoder always comes from the checkpoint. The task head does too when the checkpoint holds
+  the head of the model's kind with the model's shapes, as the original scripts did (they
+  initialised every variable whose name the checkpoint has): an original fine-tuned
+  `run_classifier.py` checkpoint initialises a classifier's `output_weights` / `output_bias`, a
+  `run_squad.py` one a span labeler's `cls/squad/...`, and so does a model folder of the same
+  kind. Otherwise the head keeps its fresh initialisation; the log says which.
+
+  Args:
+    model: a task model (`BertClassifier`, ...) with a `BertEncoder`, or a `BertEncoder`.
+    path: anything `load_encoder` accepts.
+
+  Returns:
+    True when the task head was restored too.
+  """
+  encoder = model if isinstance(model, BertEncoder) else model.encoder
+  kind, location = _locate_compatible(encoder.config, path)
+  weights = _original_weights(model, kind, location)
+  if weights is None:
+    _restore(encoder, kind, location)
+    if model is not encoder:
+      logging.info("The head of the %s starts freshly initialised: %s holds no head of its kind.",
+                   type(model).__name__, location)
+    return False
+  tf1.set_original_weights(encoder, weights, source=location)
+  return tf1.set_head_weights(model, weights, source=location)
+
+
 def restore_pretrainer_weights(pretrainer, path):
   """Loads the encoder and, where the checkpoint has them, the MLM and NSP heads of pre-training.
 
@@ -238,22 +284,24 @@ def _has_pretraining_heads(kind, location):
   return any(name.startswith("cls.") for name in huggingface.read_hf_weights(location))
 
 
-def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
+def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,), is_regression=False):
   """Writes a model's checkpoint folder: a model folder, an original TF1 checkpoint, or both.
 
   Format "keras" writes the model folder (`model_dir.save_model_dir`, kind the model's own);
-  "tf1" writes `bert_model.ckpt.*` (the encoder, plus the heads of a `BertPretrainer`), and then
-  `bert_config.json` names the activation as the original code does (`gelu` for `gelu_tanh`,
-  which this package reads back as the same function). A "tf1"
-  export alone removes the manifest and weights of an earlier model folder there, since the
-  loaders would read them first; a TF1 checkpoint that a "keras" export does not rewrite is left
-  in place (it may be the source of an in-place conversion) with a warning.
+  "tf1" writes `bert_model.ckpt.*` (the encoder, plus the head where the original has names for
+  it: see `tf1`), and then `bert_config.json` names the activation as the original code does
+  (`gelu` for `gelu_tanh`, which this package reads back as the same function). A "tf1" export
+  alone removes the manifest and weights of an earlier model folder there, since the loaders would
+  read them first; a TF1 checkpoint that a "keras" export does not rewrite is left in place (it
+  may be the source of an in-place conversion) with a warning.
 
   Args:
-    model: a `BertEncoder`, a `BertPretrainer` or (format "keras") any registered model.
+    model: any registered model (format "tf1": with a `BertEncoder`; a head the original has no
+      names for is left out, with a warning).
     output_dir: the folder; created if needed.
     vocab_file: optional `vocab.txt` to copy in.
     formats: any of `"keras"` and `"tf1"`.
+    is_regression: the model is a one-output classifier that scores a number.
 
   Returns:
     `output_dir`.
@@ -270,7 +318,7 @@ def write_dir(model, output_dir, vocab_file=None, formats=(KERAS,)):
                       activation, output_dir)
     tf1.save_tf1_checkpoint(model, os.path.join(output_dir, tf1.CHECKPOINT_NAME))
   if KERAS in formats:
-    model_dir.save_model_dir(model, output_dir, vocab_file=vocab_file,
+    model_dir.save_model_dir(model, output_dir, vocab_file=vocab_file, is_regression=is_regression,
                              original_config_names=TF1 in formats)
   else:
     for name in (MANIFEST_NAME, WEIGHTS_NAME):
@@ -312,13 +360,18 @@ def export_pretrained_dir(pretrainer_or_encoder, config, output_dir, vocab_file=
 
 
 def convert(input_format, input_path, output_dir, output_format=KERAS, config_file=None):
-  """Converts an original TF1 or a Hugging Face BERT checkpoint into a model folder.
+  """Converts a BERT checkpoint between the original TF1 layout and the model folder.
 
-  The pre-training heads come along when the source has them (then the kind is `pretrainer`).
+  An original TF1 or a Hugging Face checkpoint becomes a model folder (or, `output_format="tf1"`,
+  a rewritten `bert_model.ckpt`) of the kind whose head it holds (`tf1.original_kind`):
+  `pretrainer`, `classifier` (its number of classes from the shape of `output_weights`),
+  `span_labeler`, or else `encoder`. A model folder (`input_format="keras"`) becomes an original
+  `bert_model.ckpt` that the original scripts read, head included, as their `--init_checkpoint`.
 
   Args:
-    input_format: `"tf1"` (a `bert_model.ckpt` prefix or its folder) or `"hf"` (a folder with
-      `config.json` and `model.safetensors` / `pytorch_model.bin`).
+    input_format: `"tf1"` (a `bert_model.ckpt` or `model.ckpt-<step>` prefix or its folder),
+      `"hf"` (a folder with `config.json` and `model.safetensors` / `pytorch_model.bin`) or
+      `"keras"` (a model folder; only to `output_format="tf1"`).
     input_path: the checkpoint.
     output_dir: the folder to write.
     output_format: `"keras"` or `"tf1"`.
@@ -336,6 +389,18 @@ def convert(input_format, input_path, output_dir, output_format=KERAS, config_fi
   if output_format not in OUTPUT_FORMATS:
     raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}.")
   input_path = os.fspath(input_path)
+  if input_format == KERAS:
+    if output_format != TF1:
+      raise ValueError(f"{input_path} is a model folder already: convert it to "
+                       f"output_format={TF1!r}.")
+    if os.path.abspath(input_path) == os.path.abspath(os.fspath(output_dir)):
+      raise ValueError(f"Write the original checkpoint of {input_path} to another folder: a TF1 "
+                       "export there would replace the model folder's manifest and weights.")
+    model, info = model_dir.load_model_dir(input_path)
+    write_dir(model, output_dir, vocab_file=info.vocab_file, formats=(TF1,))
+    logging.info("Converted the %s model folder %s to an original checkpoint in %s.", info.kind,
+                 input_path, output_dir)
+    return output_dir
   if input_format == TF1:
     location = tf1.require_tf1_prefix(input_path)
     beside = os.path.join(os.path.dirname(location), CONFIG_NAME)
@@ -345,15 +410,15 @@ def convert(input_format, input_path, output_dir, output_format=KERAS, config_fi
     beside, location = huggingface.require_hf_checkpoint(input_path)
     config = _resolve_config(config_file, HF, beside, input_path)
     weights = huggingface.hf_to_original(huggingface.read_hf_weights(location), source=location)
-  heads = tf1.has_pretraining_heads(weights)
-  model = BertPretrainer(config) if heads else BertEncoder(config)
+  model = tf1.model_for_weights(config, weights)
   tf1.set_original_weights(model, weights, source=location)
   vocab_file = os.path.join(os.path.dirname(beside), VOCAB_NAME)
   if not tf.io.gfile.exists(vocab_file):
     logging.warning("No %s beside %s; the output folder has none.", VOCAB_NAME, location)
     vocab_file = None
-  write_dir(model, output_dir, vocab_file=vocab_file, formats=(output_format,))
-  logging.info("Converted %s (%s, %d layers, hidden %d%s) to %s.", location, input_format,
-               config.num_hidden_layers, config.hidden_size,
-               ", with pre-training heads" if heads else "", output_dir)
+  write_dir(model, output_dir, vocab_file=vocab_file, formats=(output_format,),
+            is_regression=getattr(model, "num_classes", None) == 1)
+  logging.info("Converted %s (%s, %d layers, hidden %d) to a model of kind %s in %s.", location,
+               input_format, config.num_hidden_layers, config.hidden_size, type(model).kind,
+               output_dir)
   return output_dir

@@ -1,11 +1,19 @@
 """The original BERT checkpoint format: TF1 `bert_model.ckpt` with Google's variable names.
 
 Every released BERT (Base, Large, the small BERTs, multilingual, Chinese) and every checkpoint that
-the original `run_pretraining.py` / `run_classifier.py` wrote is a TF1 name-based checkpoint:
-`bert_model.ckpt.index` plus `bert_model.ckpt.data-00000-of-00001`, with variables such as
+the original `run_pretraining.py`, `run_classifier.py` or `run_squad.py` wrote is a TF1 name-based
+checkpoint: `bert_model.ckpt.index` plus `bert_model.ckpt.data-00000-of-00001` (or
+`model.ckpt-<step>.*` in an output folder), with variables such as
 `bert/encoder/layer_3/attention/self/query/kernel`. This module maps those names onto the layers of
-a `BertEncoder` / `BertPretrainer`, reads them into a model and writes a model back under the same
-names, shapes and dtypes, so the original code can read what this package trains.
+a `BertEncoder`, a `BertPretrainer` and the task models whose heads the original scripts have,
+reads them into a model and writes a model back under the same names, shapes and dtypes, so the
+original code can read what this package trains.
+
+The heads, by model kind (`official_bert.registry`): `pretrainer` has `cls/predictions/...` and
+`cls/seq_relationship/...`; `classifier` has `run_classifier.py`'s top-level `output_weights`
+(`[num_labels, hidden]`) and `output_bias`; `span_labeler` has `run_squad.py`'s
+`cls/squad/output_weights` (`[2, hidden]`: start, end) and `cls/squad/output_bias`. The other kinds
+(and task models with a custom head) map onto the encoder's variables only.
 
 The model keeps the query, key and value projections of each layer in one fused `qkv` Dense layer;
 the three original variables are its column blocks in that order. Two kernels are stored transposed:
@@ -24,7 +32,10 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert import file_io
+from official_bert.layers.classification_head import ClassificationHead, SpanHead
+from official_bert.models.bert_classifier import BertClassifier
 from official_bert.models.bert_pretrainer import BertPretrainer
+from official_bert.models.bert_span_labeler import BertSpanLabeler
 from official_bert.networks.bert_encoder import BertEncoder
 
 CHECKPOINT_NAME = "bert_model.ckpt"
@@ -59,6 +70,10 @@ class _Entry:
     parts = np.split(keras.ops.convert_to_numpy(self.variable), len(self.names), axis=-1)
     return {name: np.ascontiguousarray(part.T if self.transposed else part)
             for name, part in zip(self.names, parts)}
+
+  def for_slot(self, slot, suffix):
+    """The same mapping for an optimizer slot of the variable, under `<name><suffix>`."""
+    return _Entry(slot, tuple(name + suffix for name in self.names), self.transposed)
 
   def assign(self, weights):
     parts = [weights[name].T if self.transposed else weights[name] for name in self.names]
@@ -99,7 +114,14 @@ def _encoder_entries(encoder):
   return entries + _dense(encoder.pooler, "bert/pooler/dense")
 
 
-def _head_entries(pretrainer):
+def _output_layer(dense, scope):
+  """An original output layer: `output_weights` `[classes, hidden]` (the transposed kernel) and
+  `output_bias`, under `scope` (`""` for the top level)."""
+  return [_Entry(dense.kernel, (f"{scope}output_weights",), transposed=True),
+          _Entry(dense.bias, (f"{scope}output_bias",))]
+
+
+def _pretraining_heads(pretrainer):
   masked_lm = pretrainer.masked_lm
   if masked_lm.embedding is not pretrainer.encoder.word_embeddings:
     raise ValueError("The masked-LM head's output projection is not tied to the encoder's word "
@@ -108,22 +130,106 @@ def _head_entries(pretrainer):
       *_dense(masked_lm.transform, "cls/predictions/transform/dense"),
       *_layer_norm(masked_lm.layer_norm, "cls/predictions/transform/LayerNorm"),
       _Entry(masked_lm.output_bias, ("cls/predictions/output_bias",)),
-      _Entry(pretrainer.next_sentence.dense.kernel, ("cls/seq_relationship/output_weights",),
-             transposed=True),
-      _Entry(pretrainer.next_sentence.dense.bias, ("cls/seq_relationship/output_bias",)),
+      *_output_layer(pretrainer.next_sentence.dense, "cls/seq_relationship/"),
   ]
 
 
-def _entries(model):
-  """Returns `(entries, scope)`: the model's variables and the names it claims (`None`: all)."""
+# The fine-tuning heads of the original scripts, by model kind: the model's head attribute, the
+# stock head class whose dense layer is the original output layer, and the original scope.
+_TASK_HEADS = {
+    BertClassifier.kind: ("classifier", ClassificationHead, ""),  # run_classifier.py
+    BertSpanLabeler.kind: ("span_head", SpanHead, "cls/squad/"),  # run_squad.py
+}
+
+
+def _head_entries(model):
+  """The model's head variables under their original names; [] when the original has none."""
   if isinstance(model, BertPretrainer):
-    return _encoder_entries(model.encoder) + _head_entries(model), None
+    return _pretraining_heads(model)
+  spec = _TASK_HEADS.get(getattr(type(model), "kind", None))
+  if spec is None or not isinstance(getattr(model, "encoder", None), BertEncoder):
+    return []
+  attribute, head_class, scope = spec
+  head = getattr(model, attribute)
+  return _output_layer(head.dense, scope) if type(head) is head_class else []
+
+
+def _entries(model):
+  """Returns `(entries, claims)`: the model's variables and `claims(name)`, whether a checkpoint
+  variable of that name belongs to the model (the others are ignored on reading)."""
+  if isinstance(model, BertPretrainer):
+    return _encoder_entries(model.encoder) + _head_entries(model), lambda name: True
   if isinstance(model, BertEncoder):
-    return _encoder_entries(model), ENCODER_SCOPE
-  if isinstance(getattr(model, "encoder", None), BertEncoder):
-    return _encoder_entries(model.encoder), ENCODER_SCOPE
-  raise TypeError(f"Expected a BertEncoder, a BertPretrainer or a task model with an `.encoder`, "
-                  f"got {type(model).__name__}.")
+    encoder, heads = model, []
+  elif isinstance(getattr(model, "encoder", None), BertEncoder):
+    encoder, heads = model.encoder, _head_entries(model)
+  else:
+    raise TypeError(f"Expected a BertEncoder, a BertPretrainer or a task model with a "
+                    f"BertEncoder `.encoder`, got {type(model).__name__}.")
+  names = {name for entry in heads for name in entry.names}
+  return (_encoder_entries(encoder) + heads,
+          lambda name: name.startswith(ENCODER_SCOPE) or name in names)
+
+
+def original_entries(model):
+  """The model's variables with their original names (see `original_variable_shapes`).
+
+  Each entry has `variable`, `names` (several: their concatenation along the last axis),
+  `transposed`, `original_shapes()`, `original_values()`, `assign(weights)` and
+  `for_slot(slot, suffix)` (the same mapping for an optimizer slot, e.g. `/adam_m`).
+  """
+  return _entries(model)[0]
+
+
+def head_names(model):
+  """The original names of the model's task head; empty when the original has none for it."""
+  return tuple(name for entry in _head_entries(model) for name in entry.names)
+
+
+def names_whole_model(model):
+  """Whether every variable of the model has an original name (no head is left out)."""
+  if isinstance(model, (BertEncoder, BertPretrainer)):
+    return True
+  return isinstance(getattr(model, "encoder", None), BertEncoder) and bool(head_names(model))
+
+
+def original_kind(names):
+  """The model kind whose variables an original checkpoint holds, from its variable names.
+
+  Args:
+    names: the checkpoint's variable names (an iterable, or a dict keyed by name).
+
+  Returns:
+    `pretrainer` (masked-LM and next-sentence heads), `classifier` (`output_weights`),
+    `span_labeler` (`cls/squad/output_weights`) or `encoder` (none of them).
+
+  Raises:
+    ValueError: the names hold the heads of several kinds.
+  """
+  names = set(names)
+  kinds = [kind for kind, (_, _, scope) in _TASK_HEADS.items()
+           if f"{scope}output_weights" in names]
+  if has_pretraining_heads(names):
+    kinds.append(BertPretrainer.kind)
+  if len(kinds) > 1:
+    raise ValueError(f"The checkpoint holds the heads of several models ({', '.join(kinds)}); "
+                     "expected one of them.")
+  return kinds[0] if kinds else BertEncoder.kind
+
+
+def model_for_weights(config, weights):
+  """Builds the model (fresh weights) that original weights belong to, as `original_kind` says.
+
+  Args:
+    config: the `BertConfig`.
+    weights: `{original name: array}`; a classifier's number of classes is the first dimension
+      of its `output_weights`.
+  """
+  kind = original_kind(weights)
+  if kind == BertClassifier.kind:
+    return BertClassifier(config, num_classes=int(np.shape(weights["output_weights"])[0]))
+  return {BertPretrainer.kind: BertPretrainer, BertSpanLabeler.kind: BertSpanLabeler,
+          BertEncoder.kind: BertEncoder}[kind](config)
 
 
 def is_bookkeeping(name):
@@ -141,7 +247,8 @@ def original_variable_shapes(model):
 
   Args:
     model: a `BertEncoder` (the `bert/...` variables), a `BertPretrainer` (plus `cls/...`), or a
-      task model with an `.encoder` (its encoder's variables).
+      task model with a `BertEncoder` `.encoder` (its variables, plus the head's where the
+      original has one for the model's kind: see the module docstring).
   """
   entries, _ = _entries(model)
   return {name: shape for entry in entries for name, shape in entry.original_shapes().items()}
@@ -162,7 +269,8 @@ def check_compatible(model, shapes, source="the checkpoint"):
   """Checks that checkpoint variables fit the model one to one, or raises naming each misfit.
 
   Optimizer slots and `global_step` are ignored. A `BertEncoder` claims only the `bert/` scope,
-  so the heads of a pre-training (or fine-tuning) checkpoint are ignored when loading an encoder.
+  so the heads of a pre-training (or fine-tuning) checkpoint are ignored when loading an encoder;
+  a task model claims `bert/` and its own head, which must then be there.
 
   Args:
     model: see `original_variable_shapes`.
@@ -170,19 +278,19 @@ def check_compatible(model, shapes, source="the checkpoint"):
     source: what to call the checkpoint in the error message.
 
   Returns:
-    The sorted names that were ignored (outside the scope the model claims).
+    The sorted names that were ignored (outside what the model claims).
 
   Raises:
     ValueError: listing the missing variables, the unexpected ones and the shape mismatches.
   """
-  entries, scope = _entries(model)
+  entries, claims = _entries(model)
   expected = {name: tuple(shape) for entry in entries
               for name, shape in entry.original_shapes().items()}
   found, ignored = {}, []
   for name, shape in shapes.items():
     if is_bookkeeping(name):
       continue
-    if scope is not None and not name.startswith(scope):
+    if not claims(name):
       ignored.append(name)
     else:
       found[name] = tuple(shape)
@@ -200,7 +308,7 @@ def check_compatible(model, shapes, source="the checkpoint"):
         f"{source} does not fit the {type(model).__name__} built from {config}:\n"
         + "\n".join(problem for problem in problems if problem)
         + "\nCheck that the bert_config.json belongs to this checkpoint, and load an encoder "
-          "(not a pre-trainer) from a checkpoint without the cls/ heads.")
+          "(not a pre-trainer or task model) from a checkpoint without their heads.")
   return sorted(ignored)
 
 
@@ -209,7 +317,7 @@ def set_original_weights(model, weights, source="the checkpoint"):
 
   Args:
     model: see `original_variable_shapes`.
-    weights: `{original name: numpy array}`; optimizer slots and names outside the model's scope
+    weights: `{original name: numpy array}`; optimizer slots and names the model does not claim
       are ignored.
     source: what to call the weights in messages.
   """
@@ -219,10 +327,50 @@ def set_original_weights(model, weights, source="the checkpoint"):
   for entry in entries:
     entry.assign(weights)
   if ignored:
-    logging.info("Ignored %d variables of %s outside the encoder: %s", len(ignored), source,
-                 _listing(ignored))
+    logging.info("Ignored %d variables of %s that the %s does not hold: %s", len(ignored),
+                 source, type(model).__name__, _listing(ignored))
   logging.info("Loaded %d variables from %s into the %s.",
                sum(len(entry.names) for entry in entries), source, type(model).__name__)
+
+
+def set_head_weights(model, weights, source="the checkpoint"):
+  """Assigns a task model's head from original weights that hold it with the model's shapes.
+
+  For `--init_checkpoint`: a pre-trained checkpoint has no fine-tuning head, and a fine-tuned one
+  for another number of labels has one of other shapes; either way the head keeps its fresh
+  initialisation (logged). A head that is there only in part is an error.
+
+  Args:
+    model: a task model whose kind has an original head (`head_names(model)` is not empty).
+    weights: `{original name: numpy array}`.
+    source: what to call the weights in messages.
+
+  Returns:
+    True when the head was assigned.
+  """
+  entries = _head_entries(model)
+  expected = {name: tuple(shape) for entry in entries
+              for name, shape in entry.original_shapes().items()}
+  present = sorted(name for name in expected if name in weights)
+  kind = getattr(type(model), "kind", type(model).__name__)
+  if not present:
+    logging.info("The %s head (%s) starts freshly initialised: %s does not hold it.", kind,
+                 ", ".join(expected), source)
+    return False
+  if len(present) < len(expected):
+    raise ValueError(f"{source} holds the {kind} head only in part: it has {', '.join(present)} "
+                     f"but not {', '.join(sorted(set(expected) - set(present)))}.")
+  mismatched = [f"{name} {list(np.shape(weights[name]))} (the model's is {list(shape)})"
+                for name, shape in expected.items() if tuple(np.shape(weights[name])) != shape]
+  if mismatched:
+    logging.warning("The %s head of %s has other shapes than the model's: %s. It was trained "
+                    "for another number of labels, so the head starts freshly initialised.",
+                    kind, source, "; ".join(mismatched))
+    return False
+  for entry in entries:
+    entry.assign(weights)
+  logging.info("Loaded the %s head (%s) from %s.", kind, ", ".join(expected), source)
+  return True
 
 
 def resolve_tf1_prefix(path):
@@ -315,6 +463,9 @@ def save_tf1_checkpoint(model, prefix):
     The prefix.
   """
   prefix = os.fspath(prefix)
+  if not names_whole_model(model):
+    logging.warning("The original format has no names for the head of the %s: %s holds its "
+                    "encoder only.", type(model).__name__, prefix)
   weights = get_original_weights(model)
   folder, stem = os.path.dirname(prefix) or ".", os.path.basename(prefix)
   names = sorted(weights)

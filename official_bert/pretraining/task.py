@@ -138,6 +138,7 @@ class PretrainingTask(base.Task):
     heads = restore_pretrainer_weights(model, init_checkpoint)
     logging.info("Initialised the encoder%s from %s.",
                  " and the pre-training heads" if heads else "", init_checkpoint)
+    return heads
 
   def untrained(self, output_dir):
     logging.warning("%s holds no checkpoint: evaluating the initial weights.", output_dir)

@@ -34,7 +34,7 @@ import dataclasses
 from absl import logging
 
 from official_bert import tokenization
-from official_bert.checkpoints import restore_encoder_weights
+from official_bert.checkpoints import restore_task_weights
 from official_bert.tasks import runner as runner_lib
 
 
@@ -150,13 +150,22 @@ class Task(abc.ABC):
   metrics = None
 
   def initialize(self, model, init_checkpoint):
-    """Loads `init_checkpoint` into a model that starts a run (no checkpoint to resume)."""
-    restore_encoder_weights(model, init_checkpoint)
-    logging.info("Initialised the encoder from %s.", init_checkpoint)
+    """Loads `init_checkpoint` into a model that starts a run (no checkpoint to resume): the
+    encoder, and the task head where the checkpoint holds one of the model's kind and shapes
+    (see `official_bert.checkpoints.restore_task_weights`).
+
+    Returns:
+      True when the head came from the checkpoint too (an original fine-tuned checkpoint).
+    """
+    head = restore_task_weights(model, init_checkpoint)
+    logging.info("Initialised the encoder%s from %s.", " and the task head" if head else "",
+                 init_checkpoint)
+    return head
 
   def untrained(self, output_dir):
-    """Called when a run that does not train finds no checkpoint: warns that the head is
-    untrained (a task whose predictions would be meaningless raises instead)."""
+    """Called when a run that does not train finds no checkpoint to resume and no head in
+    `init_checkpoint`: warns that the head is untrained (a task whose predictions would be
+    meaningless raises instead)."""
     logging.warning("%s holds no fine-tuned checkpoint: the %s head is untrained.", output_dir,
                     self.name)
 

@@ -57,7 +57,7 @@ def run(task, config, modes):
   check_strategy(task, config, modes)
   task.validate(modes, config.init_checkpoint)
   runner = runner_lib.Runner(task, config, train=modes.train)
-  if not modes.train and runner.global_step == 0:
+  if not modes.train and not runner.head_restored:
     task.untrained(config.output_dir)
   written = []
   if modes.train:

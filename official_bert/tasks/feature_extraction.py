@@ -372,8 +372,9 @@ class FeatureExtractionTask(base.Task):
     raise NotImplementedError("Feature extraction does not train.")
 
   def initialize(self, model, init_checkpoint):
-    super().initialize(model, init_checkpoint)
+    restored = super().initialize(model, init_checkpoint)
     self._initialized = True
+    return restored
 
   def untrained(self, output_dir):
     """Raises unless the encoder was loaded from the init checkpoint: there is no fine-tuned

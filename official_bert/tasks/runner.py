@@ -7,8 +7,10 @@
   model and the optimizer in the strategy's scope, with the task's step count: for fine-tuning
   `num_train_steps = int(num_examples / train_batch_size * num_train_epochs)` and
   `num_warmup_steps = int(num_train_steps * warmup_proportion)`, as the original scripts;
-* resumes from the newest checkpoint in `output_dir`, and otherwise lets the task load
-  `init_checkpoint` (an original TF1 checkpoint, a converted folder or a Hugging Face folder);
+* resumes from the newest checkpoint in `output_dir` (this package's own, or one the original
+  google-research/bert wrote there: `official_bert.checkpoints.resume`), and otherwise lets the
+  task load `init_checkpoint` (an original TF1 checkpoint, a converted folder or a Hugging Face
+  folder), logging what came from where and what starts freshly initialised;
 * trains, evaluates and predicts with `official_bert.training.Trainer`, writes `eval_results.txt`
   (`key = value` lines, sorted) and saves or exports the trained model.
 
@@ -30,7 +32,7 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert import export, file_io, input_errors
-from official_bert.checkpoints import save_model_dir
+from official_bert.checkpoints import resume, save_model_dir
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -47,9 +49,10 @@ class RunConfig:
     output_dir: checkpoints, TensorBoard summaries, `eval_results.txt`, the task's outputs and
       the saved model go here; a run with the same `output_dir` resumes (for the tasks that
       resume: see `Task.resumes`).
-    init_checkpoint: starting weights of the encoder: an original TF1 checkpoint (prefix or
-      folder), a converted folder or a Hugging Face folder; None trains from scratch. Ignored when
-      `output_dir` holds a checkpoint.
+    init_checkpoint: starting weights: an original TF1 checkpoint (prefix or folder), a converted
+      folder or a Hugging Face folder; the encoder, and the task head where it holds one of the
+      model's kind and shapes. None trains from scratch. Ignored when `output_dir` holds a
+      checkpoint.
     train_batch_size: global training batch (all replicas).
     eval_batch_size: global evaluation batch.
     predict_batch_size: global prediction batch.
@@ -150,7 +153,9 @@ class Runner:
 
   Creating the runner sets up the engine, builds the model (and, for a run that trains, the
   optimizer and its schedule), restores the newest checkpoint of `output_dir` (unless the task
-  does not resume: `Task.resumes`) or else has the task load `init_checkpoint`.
+  does not resume: `Task.resumes`), this package's or the original's (weights, `global_step` and,
+  where they map, the Adam moments), or else has the task load `init_checkpoint`. A checkpoint
+  in neither layout is a `ValueError`.
 
   Args:
     task: the `Task`: its `build_model` is called once, inside the strategy's scope; its
@@ -162,6 +167,8 @@ class Runner:
     strategy: the `tf.distribute.Strategy`.
     model: the task model.
     trainer: the `Trainer`.
+    head_restored: whether the task head came from a checkpoint (resumed, or in
+      `init_checkpoint`), i.e. the model is fine-tuned.
     num_train_steps, num_warmup_steps: the schedule (0 for a run that does not train).
     is_chief: whether this machine writes files (always, outside multi-worker training).
   """
@@ -182,11 +189,16 @@ class Runner:
                                      self.num_train_steps, self.num_warmup_steps,
                                      engine.weight_decay, dtype=engine.dtype)
     self.trainer = Trainer(self.model, task.loss, optimizer, strategy=self.strategy,
-                           model_dir=config.output_dir, config=engine, metrics_fn=task.metrics)
+                           model_dir=config.output_dir, config=engine, metrics_fn=task.metrics,
+                           restore_fn=resume.original_restore_fn(self.model, optimizer))
     self.is_chief = distribution.is_chief(self.strategy)
     restored_step = self.trainer.restore() if task.resumes else 0
+    self.head_restored = restored_step > 0
     if restored_step == 0 and config.init_checkpoint:
-      task.initialize(self.model, config.init_checkpoint)
+      self.head_restored = bool(task.initialize(self.model, config.init_checkpoint))
+    elif restored_step == 0:
+      logging.info("Nothing to resume in %s and no init_checkpoint: the whole %s starts freshly "
+                   "initialised.", config.output_dir, type(self.model).__name__)
 
   @property
   def global_step(self):

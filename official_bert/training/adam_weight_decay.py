@@ -59,6 +59,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self._momentums, self._velocities = self.add_optimizer_variables(
         var_list, ["momentum", "velocity"])
 
+  def slots(self, variable):
+    """The `(m, v)` moment variables of a variable the optimizer was built for (the original's
+    `<name>/adam_m` and `<name>/adam_v`)."""
+    index = self._get_variable_index(variable)
+    return self._momentums[index], self._velocities[index]
+
   def update_step(self, gradient, variable, learning_rate):
     learning_rate = ops.cast(learning_rate, variable.dtype)
     gradient = ops.cast(gradient, variable.dtype)

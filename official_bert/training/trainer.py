@@ -59,16 +59,21 @@ class Trainer:
     data_checkpointing: how `train` restores the input position: `iterator` (checkpoint the
       `tf.data` iterator; one replica only), `skip` (skip the consumed batches) or `auto`
       (`iterator` on one replica, else `skip`).
+    restore_fn: optional `restore_fn(path)` for checkpoints in another layout than the
+      trainer's own: it loads the model (and optimizer) state from `path` and returns its step,
+      or returns None for a checkpoint of the trainer's own layout, which the trainer reads.
   """
 
   def __init__(self, model, loss_fn, optimizer=None, *, strategy, model_dir,
-               config=EngineConfig(), metrics_fn=None, data_checkpointing="auto"):
+               config=EngineConfig(), metrics_fn=None, data_checkpointing="auto",
+               restore_fn=None):
     if data_checkpointing not in ("auto", "iterator", "skip"):
       raise ValueError(f"data_checkpointing must be auto, iterator or skip, got "
                        f"{data_checkpointing!r}.")
     self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
     self.metrics_fn, self.strategy, self.model_dir, self.config = (
         metrics_fn, strategy, model_dir, config)
+    self.restore_fn = restore_fn
     # Distributed datasets are needed only with several replicas; a plain `tf.data` iterator
     # serves one replica and, unlike a distributed one, can be checkpointed.
     self._distributed = strategy.num_replicas_in_sync > 1 or distribution.is_tpu(strategy)
@@ -123,11 +128,17 @@ class Trainer:
     Raises:
       checkpointing.UnreadableCheckpointError: `model_dir` holds checkpoints, none readable.
     """
-    checkpoint = tf.train.Checkpoint(**self._trackables)
-    if path is None:
-      path = checkpointing.restore_newest(checkpoint, self.model_dir)
+    newest = path or self.latest_checkpoint()
+    foreign_step = self.restore_fn(newest) if newest and self.restore_fn else None
+    if foreign_step is not None:
+      path = newest
+      self.global_step.assign(foreign_step)
     else:
-      checkpoint.read(path).expect_partial()
+      checkpoint = tf.train.Checkpoint(**self._trackables)
+      if path is None:
+        path = checkpointing.restore_newest(checkpoint, self.model_dir)
+      else:
+        checkpoint.read(path).expect_partial()
     self.restored_checkpoint = path
     if path is None:
       return 0
