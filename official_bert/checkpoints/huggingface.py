@@ -85,7 +85,9 @@ def read_hf_config(path):
   epsilon = values.get("layer_norm_eps", 1e-12)
   if not np.isclose(epsilon, 1e-12, rtol=1e-3, atol=0):
     raise ValueError(f"{config_file}: layer_norm_eps is {epsilon}; BERT layers use 1e-12.")
-  return BertConfig.from_dict(values, source=config_file)
+  # A Hugging Face config.json also holds the library's own settings (architectures,
+  # pad_token_id, torch_dtype, ...): only the BERT fields are read.
+  return BertConfig.from_dict(values, source=config_file, allow_unknown_keys=True)
 
 
 def _read_pytorch(weights_file):

@@ -27,6 +27,7 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert import file_io
+from official_bert.errors import UserError
 
 # The original numbers features from here, so its `unique_ids` stay recognisable in TFRecords.
 FIRST_UNIQUE_ID = 1000000000
@@ -34,7 +35,7 @@ _LOG_EVERY_ARTICLES = 50
 _LOG_EVERY_EXAMPLES = 1000
 
 
-class SquadFormatError(ValueError):
+class SquadFormatError(UserError):
   """A SQuAD file that is not valid JSON or lacks a field; the message says where."""
 
 
