@@ -35,6 +35,7 @@ from absl import logging
 
 from official_bert import tokenization
 from official_bert.checkpoints import restore_encoder_weights
+from official_bert.tasks import output_folder
 from official_bert.tasks import runner as runner_lib
 
 
@@ -82,6 +83,8 @@ class Task(abc.ABC):
 
   Attributes:
     summary: lines describing the data read (counts, skipped rows), logged at the end.
+    train_files: the training data's files (or data set names), set by `validate`; they are part
+      of the run's `fingerprint`.
   """
 
   name = "task"
@@ -94,6 +97,7 @@ class Task(abc.ABC):
     self.do_lower_case = do_lower_case
     self.max_seq_length = max_seq_length
     self.summary = []
+    self.train_files = []
     self._tokenizer = None
 
   @property
@@ -129,6 +133,25 @@ class Task(abc.ABC):
       tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
     if self.vocab_file:
       _ = self.tokenizer  # loads and checks the vocabulary now, not after training
+
+  def fingerprint(self):
+    """What the output folder of a run of this task is for (see `tasks.output_folder`).
+
+    Called after `validate`. Subclasses extend the parts with settings of their own that change
+    the model (`model`) or how it is trained (`training`).
+
+    Returns:
+      `{"model": ..., "training": ...}` of JSON values: the model part (task kind, config,
+      casing, sequence length, the saved folder's labels and settings) must match for any run
+      on an existing folder; the training part (the task, its training files by content) for a
+      run that trains.
+    """
+    return {"model": {"task": type(self).__name__, "bert_config": self.bert_config.to_dict(),
+                      "do_lower_case": self.do_lower_case,
+                      "max_seq_length": self.max_seq_length, **self.model_folder_fields()},
+            "training": {"task": self.name,
+                         "data_files": [output_folder.file_identity(path)
+                                        for path in self.train_files]}}
 
   def needs_one_machine(self, modes):
     """Whether the run must stay on one machine: scoring and writing predictions gather every

@@ -182,6 +182,7 @@ class SquadTask(base.Task):
       raise ValueError(f"The max_seq_length ({self.max_seq_length}) must be greater than "
                        f"max_query_length ({self.max_query_length}) + 3.")
     if modes.train:
+      self.train_files = [self.train_file]
       self.train_examples, self.skipped = self._read(self.train_file, is_training=True)
       random.Random(TRAIN_SHUFFLE_SEED).shuffle(self.train_examples)
     if modes.predict:
@@ -255,6 +256,14 @@ class SquadTask(base.Task):
     else:
       metrics = squad_evaluate.evaluate_files(self.predict_file, paths[0])
     return written + [runner.write_eval_results(runner.eval_results(metrics, prefix=None))]
+
+  def fingerprint(self):
+    fingerprint = super().fingerprint()
+    # The longest answer is a choice of each prediction run, not a property of the model.
+    fingerprint["model"]["extra"].pop("max_answer_length")
+    fingerprint["training"].update(doc_stride=self.doc_stride,
+                                   version_2_with_negative=self.version_2_with_negative)
+    return fingerprint
 
   def model_folder_fields(self):
     return {"extra": {"max_query_length": self.max_query_length,
