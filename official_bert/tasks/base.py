@@ -34,7 +34,7 @@ import dataclasses
 from absl import logging
 
 from official_bert import tokenization
-from official_bert.checkpoints import restore_encoder_weights
+from official_bert.checkpoints import check_init_checkpoint, restore_encoder_weights
 from official_bert.tasks import output_folder
 from official_bert.tasks import runner as runner_lib
 
@@ -118,7 +118,8 @@ class Task(abc.ABC):
 
     Args:
       modes: the run's `Modes`.
-      init_checkpoint: the starting checkpoint, checked against `do_lower_case` when it names
+      init_checkpoint: the starting checkpoint: checked to be one this package can start
+        from (`checkpoints.check_init_checkpoint`), and against `do_lower_case` when it names
         the casing of a released model.
     """
     unsupported = [mode for mode in modes.names() if mode not in self.supported_modes]
@@ -129,6 +130,8 @@ class Task(abc.ABC):
       raise ValueError(f"Cannot use sequence length {self.max_seq_length} because the BERT "
                        "model was only trained up to sequence length "
                        f"{self.bert_config.max_position_embeddings} (max_position_embeddings).")
+    if init_checkpoint:
+      check_init_checkpoint(init_checkpoint)
     if self.do_lower_case is not None:
       tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
     if self.vocab_file:
