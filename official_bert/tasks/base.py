@@ -68,11 +68,12 @@ class Task(abc.ABC):
   Subclasses set `name`, implement `build_model` and `loss`, and override the steps their task
   has: `validate` (read and check every split the run needs, before any training),
   `num_train_examples` and `train_input_fn` to train, `evaluate` and `predict`, and
-  `model_folder_fields` for what the saved model folder records. `supported_modes` lists the
-  modes a task has (feature extraction only predicts); `resumes` says whether a run continues
-  from the newest checkpoint in `output_dir` (False for a task that only runs a pre-trained
-  model, which then always starts from `init_checkpoint` and never reads checkpoints that
-  happen to lie in its output folder).
+  `model_folder_fields` for what the saved model folder records; `validate` sets `train_files`
+  and `fingerprint` adds the task's own settings to what its output folder is for.
+  `supported_modes` lists the modes a task has (feature extraction only predicts); `resumes`
+  says whether a run continues from the newest checkpoint in `output_dir` (False for a task
+  that only runs a pre-trained model, which then always starts from `init_checkpoint` and
+  never reads checkpoints that happen to lie in its output folder).
 
   Args:
     bert_config: the encoder's `BertConfig`.
