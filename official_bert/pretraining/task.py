@@ -146,8 +146,9 @@ class PretrainingTask(base.Task):
   def fingerprint(self):
     fingerprint = super().fingerprint()
     fingerprint["model"]["max_predictions_per_seq"] = self.max_predictions_per_seq
+    # Not the step counts: the same command with a larger num_train_steps trains further, as
+    # with the original.
     fingerprint["training"].update(
-        num_train_steps=self.num_train_steps, num_warmup_steps=self.num_warmup_steps,
         dynamic_masking=self.dynamic_masking,
         masked_lm_prob=self.masked_lm_prob if self.dynamic_masking else None,
         do_whole_word_mask=self.do_whole_word_mask if self.dynamic_masking else None)
