@@ -4,13 +4,25 @@ import dataclasses
 import json
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from official_bert import file_io
+from official_bert.errors import UserError
 from official_bert.layers.activations import canonical_activation, original_activation_name
 
-# Real configuration files carry keys of their own (`directionality`, `pooler_*`, `layer_norm_eps`,
-# `model_type`, ...). They are accepted and ignored; only these fields shape the network.
+# The fields of the original `bert_config.json`: a file must give every one, so that a missing
+# line never turns silently into BERT-Base's value.
+REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                   "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+                   "initializer_range")
+# Keys of released configuration files that shape nothing here: the multilingual release's
+# pooler settings and text direction (ignored with a warning), and the casing that
+# `tokenization.validate_case_matches_checkpoint` reads (ignored silently).
+IGNORED_KEYS = ("directionality", "pooler_fc_size", "pooler_num_attention_heads",
+                "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type")
+_READ_ELSEWHERE = ("do_lower_case",)
 _INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                "intermediate_size", "max_position_embeddings", "type_vocab_size")
 _FLOAT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
@@ -87,47 +99,68 @@ class BertConfig:
     return self.hidden_size // self.num_attention_heads
 
   @classmethod
-  def from_dict(cls, values, source="the configuration"):
-    """Builds a config from a dict such as a parsed `bert_config.json`; extra keys are ignored.
+  def from_dict(cls, values, source="the configuration", allow_unknown_keys=False):
+    """Builds a config from a dict such as a parsed `bert_config.json`.
+
+    Every field of the original file must be there (`REQUIRED_FIELDS`). The released files' extra
+    keys (`IGNORED_KEYS`) are ignored with a warning; any other key is an error unless
+    `allow_unknown_keys`, since it usually means a misspelt field or another model's config.
 
     Args:
-      values: mapping with at least `vocab_size`; other fields default to BERT-Base.
+      values: mapping of field names to values.
       source: what to call the mapping in error messages (a file name, say).
+      allow_unknown_keys: ignore (with a warning) keys that are no field of `BertConfig`, as a
+        Hugging Face `config.json` has.
 
     Returns:
       A `BertConfig`.
 
     Raises:
-      ValueError: a required field is missing or a field has an invalid value.
+      UserError: a field is missing, a key unknown, or a value invalid; the message names
+        `source` and every such field.
     """
     if not isinstance(values, dict):
-      raise ValueError(f"{source}: expected a JSON object, got {type(values).__name__}.")
+      raise UserError(f"{source}: expected a JSON object, got {type(values).__name__}.")
+    missing = [name for name in REQUIRED_FIELDS if name not in values]
+    if missing:
+      raise UserError(f"{source}: the required field(s) {', '.join(missing)} are missing; a "
+                      "BERT config gives every one of " + ", ".join(REQUIRED_FIELDS) + ".")
     known = {field.name for field in dataclasses.fields(cls)}
-    if "vocab_size" not in values:
-      raise ValueError(f"{source}: the required field 'vocab_size' is missing.")
+    extra = sorted(key for key in values if key not in known and key not in _READ_ELSEWHERE)
+    unknown = [key for key in extra if key not in IGNORED_KEYS]
+    if unknown and not allow_unknown_keys:
+      raise UserError(f"{source}: unknown field(s) {', '.join(unknown)}; a BERT config has "
+                      f"{', '.join(sorted(known))}. Fix the names, or allow unknown keys "
+                      "(--allow_unknown_config_keys) to ignore them.")
+    if extra:
+      logging.warning("%s: ignoring the field(s) %s, which shape nothing in this model.", source,
+                      ", ".join(extra))
     try:
       return cls(**{key: value for key, value in values.items() if key in known})
     except ValueError as error:
-      raise ValueError(f"{source}: {error}") from None
+      raise UserError(f"{source}: {error}") from None
 
   @classmethod
-  def from_json_file(cls, path):
-    """Reads a `bert_config.json` (the original format; extra keys are ignored).
+  def from_json_file(cls, path, allow_unknown_keys=False):
+    """Reads a `bert_config.json` (the original format; see `from_dict` for the fields).
 
     Args:
       path: path of the JSON file.
+      allow_unknown_keys: ignore (with a warning) keys that are no field of `BertConfig`.
 
     Returns:
       A `BertConfig`.
     """
     path = os.fspath(path)
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"The BERT config file {path} does not exist.")
     try:
       with tf.io.gfile.GFile(path) as f:
         values = json.loads(f.read())
     except json.JSONDecodeError as error:
-      raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
-                       f"{error.msg}.") from None
-    return cls.from_dict(values, source=path)
+      raise UserError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
+                      f"{error.msg}.") from None
+    return cls.from_dict(values, source=path, allow_unknown_keys=allow_unknown_keys)
 
   def to_dict(self, original_names=False):
     """The fields as a dict.

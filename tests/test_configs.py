@@ -1,4 +1,4 @@
-"""`BertConfig`: JSON round trip, tolerance of real files' extra keys, clear errors, presets."""
+"""`BertConfig`: JSON round trip, the released files' extra keys, clear errors, presets."""
 
 import json
 
@@ -25,7 +25,7 @@ def test_json_round_trip(tmp_path):
 def test_hidden_act_gelu_is_the_originals_tanh_form_and_is_written_explicitly(
     tmp_path, written, canonical, original):
   path = tmp_path / "bert_config.json"
-  path.write_text(json.dumps({"vocab_size": 10, "hidden_act": written}))
+  path.write_text(json.dumps(dict(get_preset("bert_tiny").to_dict(), hidden_act=written)))
   config = BertConfig.from_json_file(path)
   assert config.hidden_act == canonical
   config.to_json_file(path)
@@ -41,13 +41,18 @@ def test_the_default_activation_is_the_originals():
   assert get_preset("bert_base").hidden_act == "gelu_tanh"
 
 
-def test_extra_keys_of_real_files_are_ignored(tmp_path):
-  values = dict(get_preset("bert_mini").to_dict(), directionality="bidi", pooler_fc_size=768,
-                pooler_num_attention_heads=12, pooler_type="first_token_transform",
-                layer_norm_eps=1e-12, model_type="bert", architectures=["BertModel"])
-  path = tmp_path / "config.json"
-  path.write_text(json.dumps(values))
+def test_extra_keys_of_released_files_are_ignored_and_others_need_allowing(tmp_path):
+  released = dict(get_preset("bert_mini").to_dict(), directionality="bidi", pooler_fc_size=768,
+                  pooler_num_attention_heads=12, pooler_type="first_token_transform")
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(released))
   assert BertConfig.from_json_file(path) == get_preset("bert_mini")
+  hugging_face = dict(released, layer_norm_eps=1e-12, model_type="bert",
+                      architectures=["BertModel"])
+  path.write_text(json.dumps(hugging_face))
+  with pytest.raises(ValueError, match="unknown field.*architectures, layer_norm_eps, model_type"):
+    BertConfig.from_json_file(path)
+  assert BertConfig.from_json_file(path, allow_unknown_keys=True) == get_preset("bert_mini")
 
 
 def test_google_bert_mini_config_loads():
@@ -57,19 +62,21 @@ def test_google_bert_mini_config_loads():
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"hidden_size": 32}, "required field 'vocab_size' is missing"),
-    ({"vocab_size": 10, "hidden_size": 30, "num_attention_heads": 4},
+    ({"vocab_size": None}, "required field.*vocab_size are missing"),
+    ({"hidden_size": 30, "num_attention_heads": 4},
      r"hidden_size \(30\) must be a multiple of num_attention_heads \(4\)"),
     ({"vocab_size": "30522"}, "vocab_size must be a positive integer"),
-    ({"vocab_size": 10, "num_hidden_layers": 0}, "num_hidden_layers must be a positive integer"),
-    ({"vocab_size": 10, "hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be below 1"),
-    ({"vocab_size": 10, "initializer_range": -1}, "initializer_range must be a non-negative"),
-    ({"vocab_size": 10, "hidden_act": "gelu2"}, "hidden_act: Unknown hidden_act 'gelu2'"),
-    ({"vocab_size": 10, "hidden_act": 3}, "hidden_act: An activation name must be a string"),
+    ({"num_hidden_layers": 0}, "num_hidden_layers must be a positive integer"),
+    ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be below 1"),
+    ({"initializer_range": -1}, "initializer_range must be a non-negative"),
+    ({"hidden_act": "gelu2"}, "hidden_act: Unknown hidden_act 'gelu2'"),
+    ({"hidden_act": 3}, "hidden_act: An activation name must be a string"),
 ])
 def test_invalid_fields_are_named_with_the_file(tmp_path, values, message):
   path = tmp_path / "bert_config.json"
-  path.write_text(json.dumps(values))
+  config = {key: value for key, value in {**get_preset("bert_tiny").to_dict(), **values}.items()
+            if value is not None}
+  path.write_text(json.dumps(config))
   with pytest.raises(ValueError, match=message) as error:
     BertConfig.from_json_file(path)
   assert str(path) in str(error.value)

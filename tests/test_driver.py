@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertConfig
+from official_bert import BertClassifier, BertConfig, BertEncoder
+from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.tasks import base, driver
 from official_bert.tasks.classification import classification_loss
 from official_bert.tasks.runner import RunConfig
@@ -119,7 +120,7 @@ def test_validate_makes_the_original_checks(tmp_path):
   with pytest.raises(ValueError, match="max_position_embeddings"):
     base.Task.validate(_RecordingTask(max_seq_length=17), base.Modes(train=True))
   google_model = tmp_path / "uncased_L-2_H-128_A-2"
-  google_model.mkdir()
+  save_tf1_checkpoint(BertEncoder(CONFIG), str(google_model / "bert_model.ckpt"))
   with pytest.raises(ValueError, match="--do_lower_case=True"):
     _RecordingTask(do_lower_case=False).validate(base.Modes(train=True),
                                                   str(google_model / "bert_model.ckpt"))

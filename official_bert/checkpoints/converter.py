@@ -23,6 +23,7 @@ from official_bert import file_io
 from official_bert.checkpoints import huggingface, model_dir, tf1
 from official_bert.checkpoints.model_dir import CONFIG_NAME, MANIFEST_NAME, VOCAB_NAME, WEIGHTS_NAME
 from official_bert.configs import BertConfig
+from official_bert.errors import UserError
 from official_bert.layers import activations
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder
@@ -49,6 +50,40 @@ def _locate(path):
       f"No BERT checkpoint at {path}: expected a model folder (with {MANIFEST_NAME}), a TF1 "
       f"checkpoint prefix or folder (with {tf1.CHECKPOINT_NAME}.index), or a Hugging Face folder "
       f"({huggingface.CONFIG_NAME} + {huggingface.SAFETENSORS_NAME}).")
+
+
+# The key every object-based (TensorFlow 2) checkpoint holds: the graph of the saved objects.
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def check_init_checkpoint(path):
+  """Checks, before any training, that `path` holds starting weights this package can read.
+
+  A model folder of any kind (a fine-tuned one gives its encoder), an original TF1 checkpoint and
+  a Hugging Face folder are fine. A training checkpoint (`ckpt-N` in a run's output folder, or
+  any object-based TensorFlow 2 checkpoint) holds the optimizer and the step beside weights named
+  by object path: it is the way to resume a run, not a starting point, and the TF1 reader cannot
+  read it.
+
+  Args:
+    path: the `init_checkpoint`.
+
+  Returns:
+    The kind: `keras` (a model folder), `tf1` or `hf`.
+
+  Raises:
+    FileNotFoundError: nothing at `path` is a checkpoint of a known kind.
+    UserError: `path` is a training checkpoint.
+  """
+  kind, location, _ = _locate(path)
+  if kind == TF1 and _OBJECT_GRAPH_KEY in dict(tf.train.list_variables(location)):
+    raise UserError(
+        f"{path} is a training checkpoint ({location}: the weights, optimizer and step of a run "
+        "in progress), not a model to start from. To continue that run, give its folder as "
+        "output_dir (the run resumes from its newest checkpoint); to start from its weights, "
+        f"give the model folder a finished run saves in its output_dir ({MANIFEST_NAME} beside "
+        "the weights).")
+  return kind
 
 
 def _read_config(kind, config_file):

@@ -102,12 +102,15 @@ def read_hf_config(path):
   epsilon = values.get("layer_norm_eps", 1e-12)
   if not np.isclose(epsilon, 1e-12, rtol=1e-3, atol=0):
     raise ValueError(f"{config_file}: layer_norm_eps is {epsilon}; BERT layers use 1e-12.")
+  # A Hugging Face config.json also holds the library's own settings (architectures,
+  # pad_token_id, torch_dtype, ...): only the BERT fields are read.
   activation = values.get("hidden_act", "gelu")
   if not isinstance(activation, str) or activation not in _HF_ACTIVATIONS:
     raise ValueError(f"{config_file}: hidden_act {activation!r} is not supported; choose one of "
                      f"{', '.join(_HF_ACTIVATIONS)}.")
   return BertConfig.from_dict(dict(values, hidden_act=_HF_ACTIVATIONS[activation]),
-                              source=config_file)
+                              source=config_file,
+                              allow_unknown_keys=True)
 
 
 def _read_pytorch(weights_file):

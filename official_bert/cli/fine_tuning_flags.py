@@ -61,8 +61,21 @@ def define_fine_tuning_flags():
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
   flags.DEFINE_string("export_dir", None,
                       "If set, export the fine-tuned model as a serving SavedModel here.")
+  define_output_folder_flags()
   engine_flags.define_engine_flags()
   engine_flags.define_tpu_flags()
+
+
+def define_output_folder_flags():
+  """Defines `--overwrite_output_dir` and `--allow_unknown_config_keys` (fine-tuning and
+  pre-training)."""
+  flags.DEFINE_bool("overwrite_output_dir", False,
+                    "Delete what earlier runs left in --output_dir (checkpoints, outputs) and "
+                    "train afresh. Without it a run resumes, and stops when the folder was made "
+                    "for another run (other task, data, model or schedule).")
+  flags.DEFINE_bool("allow_unknown_config_keys", False,
+                    "Ignore (with a warning) keys of --bert_config_file that are no BERT config "
+                    "field, instead of stopping.")
 
 
 def define_split_file_flags(*, data_dir, train_file, eval_file, predict_file):
@@ -96,7 +109,7 @@ def run_config_from_flags():
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
       num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
-      export_dir=FLAGS.export_dir,
+      export_dir=FLAGS.export_dir, overwrite_output_dir=FLAGS.overwrite_output_dir,
       engine=engine_flags.engine_config_from_flags(
           save_checkpoints_steps=FLAGS.save_checkpoints_steps))
 
@@ -113,6 +126,7 @@ def modes_from_flags():
 
 def task_args_from_flags():
   """The `Task` arguments every fine-tuning task shares: config, vocabulary, casing, length."""
-  return dict(bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
+  return dict(bert_config=BertConfig.from_json_file(
+                  FLAGS.bert_config_file, allow_unknown_keys=FLAGS.allow_unknown_config_keys),
               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
               max_seq_length=FLAGS.max_seq_length)

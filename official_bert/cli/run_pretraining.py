@@ -16,7 +16,7 @@ flags (`--distribution_strategy`, `--dtype`, `--enable_xla`, ...) choose how it 
 from absl import flags
 
 from official_bert import pretraining
-from official_bert.cli import engine_flags
+from official_bert.cli import engine_flags, fine_tuning_flags
 from official_bert.cli.launch import launch
 from official_bert.configs import BertConfig
 from official_bert.tasks import driver
@@ -51,12 +51,14 @@ flags.DEFINE_bool("export_tf1", False,
                   "Also export the original TF1 checkpoint format (bert_model.ckpt).")
 engine_flags.define_engine_flags()
 engine_flags.define_tpu_flags()
+fine_tuning_flags.define_output_folder_flags()
 
 
 def main():
   driver.run(
       pretraining.PretrainingTask(
-          bert_config=BertConfig.from_json_file(FLAGS.bert_config_file),
+          bert_config=BertConfig.from_json_file(
+              FLAGS.bert_config_file, allow_unknown_keys=FLAGS.allow_unknown_config_keys),
           input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file,
           max_seq_length=FLAGS.max_seq_length,
           max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -66,7 +68,7 @@ def main():
           export_tf1=FLAGS.export_tf1),
       RunConfig(output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint,
                 train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-                learning_rate=FLAGS.learning_rate,
+                learning_rate=FLAGS.learning_rate, overwrite_output_dir=FLAGS.overwrite_output_dir,
                 engine=engine_flags.engine_config_from_flags(
                     save_checkpoints_steps=FLAGS.save_checkpoints_steps)),
       Modes(train=FLAGS.do_train, eval=FLAGS.do_eval))

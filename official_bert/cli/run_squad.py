@@ -20,6 +20,7 @@ from absl import app, flags
 
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
+from official_bert.data import squad
 from official_bert.tasks import question_answering
 
 FLAGS = flags.FLAGS
@@ -46,6 +47,9 @@ flags.DEFINE_bool("version_2_with_negative", False,
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "SQuAD v2.0: predict no answer when the null score minus the best span's "
                    "score is above this.")
+flags.DEFINE_enum("bad_answer_policy", "skip", squad.BAD_ANSWER_POLICIES,
+                  "A training answer whose text is not at its answer_start: skip it (counted and "
+                  "logged by question id, as the original) or stop with an error listing them.")
 fine_tuning_flags.define_fine_tuning_flags()
 FLAGS.set_default("max_seq_length", 384)
 
@@ -62,7 +66,7 @@ def main():
           max_answer_length=FLAGS.max_answer_length,
           version_2_with_negative=FLAGS.version_2_with_negative,
           null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-          verbose_logging=FLAGS.verbose_logging))
+          verbose_logging=FLAGS.verbose_logging, bad_answer_policy=FLAGS.bad_answer_policy))
 
 
 def run():

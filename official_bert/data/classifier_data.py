@@ -23,6 +23,7 @@ import sys
 from absl import logging
 
 from official_bert import utf8
+from official_bert.errors import UserError
 
 # GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -30,7 +31,7 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 _MAX_LINES_LISTED = 5
 
 
-class DataError(ValueError):
+class DataError(UserError):
   """A data file or data set is malformed; the message says where (file, line, column) and what."""
 
 

@@ -27,14 +27,17 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert import file_io, input_errors
+from official_bert.errors import UserError
 
 # The original numbers features from here, so its `unique_ids` stay recognisable in TFRecords.
 FIRST_UNIQUE_ID = 1000000000
 _LOG_EVERY_ARTICLES = 50
 _LOG_EVERY_EXAMPLES = 1000
+BAD_ANSWER_POLICIES = ("skip", "error")
+_IDS_LISTED = 20
 
 
-class SquadFormatError(ValueError):
+class SquadFormatError(UserError):
   """A SQuAD file that is not valid JSON or lacks a field; the message says where."""
 
 
@@ -144,28 +147,71 @@ def _load_json(input_file):
                            f"(character {e.pos}): {e.msg}") from None
 
 
-def read_squad_examples(input_file, is_training, version_2_with_negative=False):
+def check_version(input_file, data, version_2_with_negative):
+  """Checks that a SQuAD file is the version the run reads it as.
+
+  A v2.0 file read as v1.1 would drop every `is_impossible` flag: its unanswerable questions
+  would be trained towards a span or scored as answerable. A v1.1 file read as v2.0 only lacks
+  unanswerable questions, which is worth a warning.
+
+  Args:
+    input_file: the file's path, for the messages.
+    data: its parsed JSON.
+    version_2_with_negative: whether the run reads SQuAD v2.0.
+
+  Raises:
+    SquadFormatError: the file declares `"version": "v2.0"` or has `is_impossible` questions, and
+      the run reads v1.1.
+  """
+  declared = data.get("version")
+  impossible = sum(1 for article in data.get("data") or [] if isinstance(article, dict)
+                   for paragraph in article.get("paragraphs") or [] if isinstance(paragraph, dict)
+                   for qa in paragraph.get("qas") or []
+                   if isinstance(qa, dict) and qa.get("is_impossible") is True)
+  if not version_2_with_negative and (declared == "v2.0" or impossible):
+    signs = ([f'declares "version": "{declared}"'] if declared == "v2.0" else []) + (
+        [f"has {impossible} question(s) marked is_impossible"] if impossible else [])
+    raise SquadFormatError(f"{input_file} {' and '.join(signs)}: it is SQuAD v2.0, read here as "
+                           "v1.1, which would treat its unanswerable questions as answerable. "
+                           "Pass --version_2_with_negative (version_2_with_negative=True).")
+  if version_2_with_negative and declared not in (None, "v2.0") and not impossible:
+    logging.warning("%s declares version %r and has no unanswerable question, but is read as "
+                    "SQuAD v2.0 (--version_2_with_negative).", input_file, declared)
+
+
+def read_squad_examples(input_file, is_training, version_2_with_negative=False,
+                        bad_answer_policy="skip"):
   """Reads a SQuAD JSON file into `SquadExample`s.
 
-  For training each answerable question must have exactly one answer, and a question whose answer
-  text cannot be found in the whitespace tokens at `answer_start` is skipped (the original does the
-  same); the skipped question ids are returned and logged so that nothing is lost silently.
+  For training each answerable question must have exactly one answer, and its text must stand at
+  its `answer_start` in the context (whitespace runs count as one space) and be found in the
+  whitespace tokens there, as the original requires. A question whose answer is not there has a
+  wrong `answer_start` and would train the model towards another span: it is skipped, counted
+  and logged by id (`bad_answer_policy="skip"`, the original's choice), or stops the run
+  (`"error"`).
 
   Args:
     input_file: path of a SQuAD v1.1 or v2.0 JSON file.
     is_training: read the answers (needed for training features).
-    version_2_with_negative: read each question's `is_impossible` flag (SQuAD v2.0).
+    version_2_with_negative: read each question's `is_impossible` flag (SQuAD v2.0); checked
+      against the file (`check_version`).
+    bad_answer_policy: `skip` or `error` for training answers that are not at `answer_start`.
 
   Returns:
     `(examples, skipped_qas_ids)`: the examples in file order, and the ids of the questions skipped
     because their answer was not found.
 
   Raises:
-    SquadFormatError: invalid JSON (with line and column) or a missing or wrong field, naming the
-      article (index and title), paragraph index and question id.
+    SquadFormatError: invalid JSON (with line and column), a missing or wrong field, naming the
+      article (index and title), paragraph index and question id; a v2.0 file read as v1.1; with
+      `bad_answer_policy="error"`, answers not at their `answer_start`.
   """
+  if bad_answer_policy not in BAD_ANSWER_POLICIES:
+    raise ValueError(f"bad_answer_policy must be one of {BAD_ANSWER_POLICIES}, got "
+                     f"{bad_answer_policy!r}.")
   data = _load_json(input_file)
   articles = _field(data, "data", list, f"{input_file}: top level")
+  check_version(input_file, data, version_2_with_negative)
   examples, skipped = [], []
   for article_index, article in enumerate(articles):
     title = article.get("title", "") if isinstance(article, dict) else ""
@@ -189,6 +235,14 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
     if (article_index + 1) % _LOG_EVERY_ARTICLES == 0:
       logging.info("Read %d of %d articles (%d questions)", article_index + 1, len(articles),
                    len(examples))
+  if skipped:
+    listed = ", ".join(skipped[:_IDS_LISTED]) + (", ..." if len(skipped) > _IDS_LISTED else "")
+    message = (f"{input_file}: {len(skipped)} training answer(s) are not at their answer_start "
+               f"(question ids {listed})")
+    if bad_answer_policy == "error":
+      raise SquadFormatError(f"{message}. Fix their answer_start, or skip them "
+                             "(--bad_answer_policy=skip).")
+    logging.warning("%s: skipped.", message)
   logging.info("Read %d questions from %s; skipped %d whose answer was not found in the context",
                len(examples), input_file, len(skipped))
   return examples, skipped
@@ -217,10 +271,18 @@ def _read_answer(example, qa, context, char_to_word_offset, version_2_with_negat
   example.orig_answer_text = text
   example.start_position = char_to_word_offset[answer_start]
   example.end_position = char_to_word_offset[answer_end]
+  cleaned_answer_text = " ".join(text.split())
+  # The text at answer_start must be the answer: the token check below alone keeps an offset that
+  # is a few characters off when the tokens it lands on still contain the answer (a space before
+  # the answer maps to the previous word), and the label would then be another span.
+  at_start = context[answer_start:answer_start + 2 * len(text) + 1]
+  if at_start[:1] != text[:1] or not " ".join(at_start.split()).startswith(cleaned_answer_text):
+    logging.warning("%s: the text at answer_start %d is %r, not the answer %r", where,
+                    answer_start, context[answer_start:answer_end + 1], text)
+    return False
   # Only answers recoverable from the whitespace tokens are usable as labels; differences such as
   # an answer that starts or ends inside a word are fine, misplaced offsets are not.
   actual_text = " ".join(example.doc_tokens[example.start_position:example.end_position + 1])
-  cleaned_answer_text = " ".join(text.split())
   if example.start_position < 0 or cleaned_answer_text not in actual_text:
     logging.warning("%s: could not find answer: '%s' vs. '%s'", where, actual_text,
                     cleaned_answer_text)

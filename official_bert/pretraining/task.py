@@ -114,6 +114,7 @@ class PretrainingTask(base.Task):
     super().validate(modes, init_checkpoint)
     files = file_io.expand_globs(self.input_file, what="pre-training data")
     self.summary.append(f"{len(files)} input file(s)")
+    self.train_files = files if modes.train else []
     if self.dynamic_masking:
       if not self.vocab_file:
         raise ValueError("dynamic_masking needs vocab_file, for the ids of [MASK], [CLS], "
@@ -142,6 +143,17 @@ class PretrainingTask(base.Task):
 
   def untrained(self, output_dir):
     logging.warning("%s holds no checkpoint: evaluating the initial weights.", output_dir)
+
+  def fingerprint(self):
+    fingerprint = super().fingerprint()
+    fingerprint["model"]["max_predictions_per_seq"] = self.max_predictions_per_seq
+    # Not the step counts: the same command with a larger num_train_steps trains further, as
+    # with the original.
+    fingerprint["training"].update(
+        dynamic_masking=self.dynamic_masking,
+        masked_lm_prob=self.masked_lm_prob if self.dynamic_masking else None,
+        do_whole_word_mask=self.do_whole_word_mask if self.dynamic_masking else None)
+    return fingerprint
 
   def training_steps(self, config):
     return self.num_train_steps, self.num_warmup_steps

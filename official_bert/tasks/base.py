@@ -34,7 +34,8 @@ import dataclasses
 from absl import logging
 
 from official_bert import tokenization
-from official_bert.checkpoints import restore_task_weights
+from official_bert.checkpoints import check_init_checkpoint, restore_task_weights
+from official_bert.tasks import output_folder
 from official_bert.tasks import runner as runner_lib
 
 
@@ -67,11 +68,12 @@ class Task(abc.ABC):
   Subclasses set `name`, implement `build_model` and `loss`, and override the steps their task
   has: `validate` (read and check every split the run needs, before any training),
   `num_train_examples` and `train_input_fn` to train, `evaluate` and `predict`, and
-  `model_folder_fields` for what the saved model folder records. `supported_modes` lists the
-  modes a task has (feature extraction only predicts); `resumes` says whether a run continues
-  from the newest checkpoint in `output_dir` (False for a task that only runs a pre-trained
-  model, which then always starts from `init_checkpoint` and never reads checkpoints that
-  happen to lie in its output folder).
+  `model_folder_fields` for what the saved model folder records; `validate` sets `train_files`
+  and `fingerprint` adds the task's own settings to what its output folder is for.
+  `supported_modes` lists the modes a task has (feature extraction only predicts); `resumes`
+  says whether a run continues from the newest checkpoint in `output_dir` (False for a task
+  that only runs a pre-trained model, which then always starts from `init_checkpoint` and
+  never reads checkpoints that happen to lie in its output folder).
 
   Args:
     bert_config: the encoder's `BertConfig`.
@@ -82,6 +84,8 @@ class Task(abc.ABC):
 
   Attributes:
     summary: lines describing the data read (counts, skipped rows), logged at the end.
+    train_files: the training data's files (or data set names), set by `validate`; they are part
+      of the run's `fingerprint`.
   """
 
   name = "task"
@@ -94,6 +98,7 @@ class Task(abc.ABC):
     self.do_lower_case = do_lower_case
     self.max_seq_length = max_seq_length
     self.summary = []
+    self.train_files = []
     self._tokenizer = None
 
   @property
@@ -114,7 +119,8 @@ class Task(abc.ABC):
 
     Args:
       modes: the run's `Modes`.
-      init_checkpoint: the starting checkpoint, checked against `do_lower_case` when it names
+      init_checkpoint: the starting checkpoint: checked to be one this package can start
+        from (`checkpoints.check_init_checkpoint`), and against `do_lower_case` when it names
         the casing of a released model.
     """
     unsupported = [mode for mode in modes.names() if mode not in self.supported_modes]
@@ -125,10 +131,31 @@ class Task(abc.ABC):
       raise ValueError(f"Cannot use sequence length {self.max_seq_length} because the BERT "
                        "model was only trained up to sequence length "
                        f"{self.bert_config.max_position_embeddings} (max_position_embeddings).")
+    if init_checkpoint:
+      check_init_checkpoint(init_checkpoint)
     if self.do_lower_case is not None:
       tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
     if self.vocab_file:
       _ = self.tokenizer  # loads and checks the vocabulary now, not after training
+
+  def fingerprint(self):
+    """What the output folder of a run of this task is for (see `tasks.output_folder`).
+
+    Called after `validate`. Subclasses extend the parts with settings of their own that change
+    the model (`model`) or how it is trained (`training`).
+
+    Returns:
+      `{"model": ..., "training": ...}` of JSON values: the model part (task kind, config,
+      casing, sequence length, the saved folder's labels and settings) must match for any run
+      on an existing folder; the training part (the task, its training files by content) for a
+      run that trains.
+    """
+    return {"model": {"task": type(self).__name__, "bert_config": self.bert_config.to_dict(),
+                      "do_lower_case": self.do_lower_case,
+                      "max_seq_length": self.max_seq_length, **self.model_folder_fields()},
+            "training": {"task": self.name,
+                         "data_files": [output_folder.file_identity(path)
+                                        for path in self.train_files]}}
 
   def needs_one_machine(self, modes):
     """Whether the run must stay on one machine: scoring and writing predictions gather every

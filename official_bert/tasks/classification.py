@@ -240,6 +240,9 @@ class ClassificationTask(base.Task):
     key = (processor.tfds_split(split) if hasattr(processor, "tfds_split")
            else processor.split_file(split))
     skipped = processor.skipped_rows.get(key, 0)
+    if split == "train":
+      self.train_files = [f"tfds:{processor.tfds_name}/{key}" if hasattr(processor, "tfds_split")
+                          else key]
     logging.info("Read %d %s examples (%d malformed row(s) skipped).", len(examples), split,
                  skipped)
     summary = f"{split}: {len(examples)} examples, {skipped} malformed row(s) skipped"

@@ -4,13 +4,15 @@ Every script is its flags plus one call of `run`; what differs between tasks liv
 (`official_bert.tasks.base.Task`), what is the same lives here:
 
 1. validate everything that can be checked before training: the modes against the task and the
-   strategy, the sequence length against the model, the casing against the init checkpoint, and
-   every split the run will read (the task's `validate`);
-2. build the model under the engine's strategy, resuming from `output_dir` or starting from
+   strategy, the sequence length against the model, the casing and kind of the init checkpoint,
+   and every split the run will read (the task's `validate`);
+2. lock the output folder for the length of the run, and check that it was made for this run
+   (`output_folder`: the run's fingerprint; `overwrite_output_dir` clears it for a fresh start);
+3. build the model under the engine's strategy, resuming from `output_dir` or starting from
    `init_checkpoint` (`runner.Runner`);
-3. train; evaluate into `eval_results.txt`; predict into the task's files;
-4. save the model folder in `output_dir` (and the SavedModel in `export_dir`) after training;
-5. log one summary line: what was read, the step, and every file written.
+4. train; evaluate into `eval_results.txt`; predict into the task's files;
+5. save the model folder in `output_dir` (and the SavedModel in `export_dir`) after training;
+6. log one summary line: what was read, the step, and every file written.
 
 Example (the whole of `run_classifier.py --task_name=MRPC --do_train --do_eval`):
 
@@ -22,7 +24,10 @@ Example (the whole of `run_classifier.py --task_name=MRPC --do_train --do_eval`)
 
 from absl import logging
 
+from official_bert.errors import UserError
+from official_bert.tasks import output_folder
 from official_bert.tasks import runner as runner_lib
+from official_bert.training import distribution
 
 _MULTI_WORKER = "multi_worker_mirrored"
 
@@ -55,7 +60,50 @@ def run(task, config, modes):
     The evaluation results (dict of floats with `global_step`); empty without evaluation.
   """
   check_strategy(task, config, modes)
+  if config.overwrite_output_dir and not modes.train:
+    raise UserError("overwrite_output_dir starts a fresh training run: it needs do_train (a run "
+                    "that only evaluates or predicts would lose the trained model).")
   task.validate(modes, config.init_checkpoint)
+  # Only the chief writes into output_dir under multi-worker training, so only it locks.
+  chief = distribution.is_chief_before_setup(config.engine.distribution_strategy)
+  lock = output_folder.OutputDirLock(config.output_dir)
+  if chief:
+    lock.acquire()
+  try:
+    if task.resumes:
+      fingerprint = run_fingerprint(task, config)
+      if config.overwrite_output_dir and chief:
+        output_folder.clear(config.output_dir,
+                            [f["file"] for f in fingerprint["training"]["data_files"]]
+                            + [config.init_checkpoint])
+      # A worker that is not the chief would race the chief's clearing: it trusts the chief.
+      if chief or not config.overwrite_output_dir:
+        output_folder.check_fingerprint(config.output_dir, fingerprint, train=modes.train,
+                                        write=chief)
+    return _run_steps(task, config, modes)
+  finally:
+    if chief:
+      lock.release()
+
+
+def run_fingerprint(task, config):
+  """The task's fingerprint (`Task.fingerprint`) with the run's schedule and init checkpoint.
+
+  Args:
+    task: the validated `Task`.
+    config: the `runner.RunConfig`.
+  """
+  fingerprint = task.fingerprint()
+  engine = config.engine
+  fingerprint["training"].update(
+      init_checkpoint=config.init_checkpoint, train_batch_size=config.train_batch_size,
+      learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
+      warmup_proportion=config.warmup_proportion, optimizer_type=engine.optimizer_type,
+      weight_decay=engine.weight_decay)
+  return fingerprint
+
+
+def _run_steps(task, config, modes):
   runner = runner_lib.Runner(task, config, train=modes.train)
   if not modes.train and not runner.head_restored:
     task.untrained(config.output_dir)

@@ -193,6 +193,7 @@ class SwagTask(base.Task):
                                                                self.max_seq_length)
       self.summary.append(f"{split}: {len(examples)} examples from {path}, "
                           f"{self.features[split].num_truncated_choices} choices truncated")
+    self.train_files = [files["train"]] if "train" in files else []
     num_choices = {f.input_word_ids.shape[1] for f in self.features.values()}
     if len(num_choices) > 1:
       raise ValueError(f"The files have different numbers of endings {sorted(num_choices)}: "

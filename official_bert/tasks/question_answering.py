@@ -141,6 +141,8 @@ class SquadTask(base.Task):
     null_score_diff_threshold: v2.0: predict "" when the null score minus the best span's score
       exceeds this.
     verbose_logging: log the first features and every question's predicted answer.
+    bad_answer_policy: `skip` (counted and logged by question id) or `error`: what to do with a
+      training answer that is not at its `answer_start` (see `squad.read_squad_examples`).
 
   Example:
 
@@ -159,7 +161,7 @@ class SquadTask(base.Task):
   def __init__(self, *, max_seq_length=384, train_file=None, predict_file=None, doc_stride=128,
                max_query_length=64, n_best_size=20, max_answer_length=30,
                version_2_with_negative=False, null_score_diff_threshold=0.0,
-               verbose_logging=False, **kwargs):
+               verbose_logging=False, bad_answer_policy="skip", **kwargs):
     super().__init__(max_seq_length=max_seq_length, **kwargs)
     self.train_file = train_file
     self.predict_file = predict_file
@@ -170,6 +172,7 @@ class SquadTask(base.Task):
     self.version_2_with_negative = version_2_with_negative
     self.null_score_diff_threshold = null_score_diff_threshold
     self.verbose_logging = verbose_logging
+    self.bad_answer_policy = bad_answer_policy
     self.name = f"SQuAD {'v2.0' if version_2_with_negative else 'v1.1'}"
 
   def validate(self, modes, init_checkpoint=None):
@@ -182,6 +185,7 @@ class SquadTask(base.Task):
       raise ValueError(f"The max_seq_length ({self.max_seq_length}) must be greater than "
                        f"max_query_length ({self.max_query_length}) + 3.")
     if modes.train:
+      self.train_files = [self.train_file]
       self.train_examples, self.skipped = self._read(self.train_file, is_training=True)
       random.Random(TRAIN_SHUFFLE_SEED).shuffle(self.train_examples)
     if modes.predict:
@@ -190,7 +194,8 @@ class SquadTask(base.Task):
 
   def _read(self, path, is_training):
     examples, skipped = squad.read_squad_examples(
-        path, is_training=is_training, version_2_with_negative=self.version_2_with_negative)
+        path, is_training=is_training, version_2_with_negative=self.version_2_with_negative,
+        bad_answer_policy=self.bad_answer_policy)
     if not examples:
       raise ValueError(f"{path} holds no usable training question ({len(skipped)} skipped)."
                        if is_training else f"{path} holds no question to answer.")
@@ -219,7 +224,7 @@ class SquadTask(base.Task):
     num_features = squad.write_features(self._windows(self.train_examples, is_training=True),
                                         records, is_training=True)
     self.summary.append(f"train: {len(self.train_examples)} questions ({len(self.skipped)} "
-                        f"skipped, answer not found) in {num_features} windows")
+                        f"skipped, answer not at answer_start) in {num_features} windows")
     return _input_fn(records, self.max_seq_length, is_training=True)
 
   def predict(self, runner):
@@ -255,6 +260,14 @@ class SquadTask(base.Task):
     else:
       metrics = squad_evaluate.evaluate_files(self.predict_file, paths[0])
     return written + [runner.write_eval_results(runner.eval_results(metrics, prefix=None))]
+
+  def fingerprint(self):
+    fingerprint = super().fingerprint()
+    # The longest answer is a choice of each prediction run, not a property of the model.
+    fingerprint["model"]["extra"].pop("max_answer_length")
+    fingerprint["training"].update(doc_stride=self.doc_stride,
+                                   version_2_with_negative=self.version_2_with_negative)
+    return fingerprint
 
   def model_folder_fields(self):
     return {"extra": {"max_query_length": self.max_query_length,

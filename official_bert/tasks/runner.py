@@ -62,6 +62,8 @@ class RunConfig:
     warmup_proportion: fraction of the training steps spent warming the learning rate up; a
       task with a step count of its own ignores it.
     export_dir: where `export` writes a serving SavedModel; None for no export.
+    overwrite_output_dir: a training run deletes what earlier runs left in `output_dir` and
+      starts afresh instead of resuming (see `tasks.output_folder`).
     engine: the `EngineConfig` (strategy, precision, checkpoint rhythm, optimizer, seeds).
   """
 
@@ -74,6 +76,7 @@ class RunConfig:
   num_train_epochs: float = 3.0
   warmup_proportion: float = 0.1
   export_dir: str | None = None
+  overwrite_output_dir: bool = False
   engine: EngineConfig = EngineConfig()
 
   def __post_init__(self):

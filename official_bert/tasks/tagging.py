@@ -218,6 +218,7 @@ class NerTask(base.Task):
     self.files = {split: _split_file(split, self.data_dir, self.paths[split])
                   for split in modes.names()}
     self.sentences = {split: conll.read_conll_file(path) for split, path in self.files.items()}
+    self.train_files = [self.files["train"]] if "train" in self.files else []
     if modes.eval and self.sentences["eval"][0].tags is None:
       raise ValueError(f"{self.files['eval']} has no tag column; evaluation needs gold tags.")
     self.labels = _labels(self.output_dir, self.sentences.get("train"),

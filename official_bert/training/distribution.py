@@ -95,6 +95,18 @@ def is_chief(strategy):
   task_type, task_id = worker_id(strategy)
   if task_type is None:
     return True
+  return _is_chief_task(task_type, task_id)
+
+
+def is_chief_before_setup(distribution_strategy):
+  """`is_chief` before the strategy exists: from the strategy's name and `TF_CONFIG`."""
+  if distribution_strategy != "multi_worker_mirrored":
+    return True
+  task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+  return _is_chief_task(task.get("type"), task.get("index", 0))
+
+
+def _is_chief_task(task_type, task_id):
   cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
   if "chief" in cluster:
     return task_type == "chief"
