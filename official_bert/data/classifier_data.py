@@ -21,6 +21,8 @@ import sys
 
 from absl import logging
 
+from official_bert import file_io
+
 # GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -168,7 +170,7 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
   Raises:
     DataError: the file is not UTF-8, or the csv module rejects a row.
   """
-  with open(path, encoding="utf-8-sig", newline="") as f:
+  with file_io.open_read(path, encoding="utf-8-sig", newline="") as f:
     reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
     next_line = 1
     while True:

@@ -14,6 +14,7 @@ with an MNLI model); `entailment, not_entailment` for QNLI and RTE; STS-B is reg
 import dataclasses
 import os
 
+from official_bert import file_io
 from official_bert.data import classifier_data
 
 _BINARY = ("0", "1")
@@ -141,7 +142,7 @@ class GlueProcessor(classifier_data.DataProcessor):
     candidates = self.task.files[split]
     for name in candidates:
       path = os.path.join(self.data_dir, name)
-      if os.path.exists(path):
+      if file_io.is_file(path):
         return path
     raise FileNotFoundError(f"GLUE {self.task.name} split {split!r}: none of {list(candidates)} "
                             f"is in {self.data_dir} (download_glue_data.py writes them)")

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from absl import logging
+import tensorflow as tf
 
 from official_bert import file_io
 from official_bert.pretraining import corpus, workers
@@ -84,9 +85,14 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
   logging.info("Creating pre-training data from %d files into %d files with %d workers.",
                len(files), len(outputs), num_workers)
   for path in outputs:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  piece_dir = tempfile.mkdtemp(prefix=".pretraining-pieces-",
-                               dir=os.path.dirname(os.path.abspath(outputs[0])))
+    if os.path.dirname(path):
+      tf.io.gfile.makedirs(os.path.dirname(path))
+  # The pieces stay on this machine: beside a local output (the same disk, which has room for it),
+  # else in the system's temporary folder.
+  local_output = file_io.local_path(outputs[0])
+  piece_dir = tempfile.mkdtemp(
+      prefix=".pretraining-pieces-",
+      dir=os.path.dirname(os.path.abspath(local_output)) if local_output is not None else None)
   partial = [_temporary_path(path) for path in outputs]
   try:
     stats = _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
@@ -99,12 +105,12 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
           f"{stats.blank_lines} blank, {stats.undecodable_lines} not UTF-8, "
           f"{stats.lines_without_tokens} without WordPiece tokens")
     for temporary, path in zip(partial, outputs):
-      os.replace(temporary, path)
+      tf.io.gfile.rename(temporary, path, overwrite=True)
   finally:
     shutil.rmtree(piece_dir, ignore_errors=True)
     for temporary in partial:
-      if os.path.exists(temporary):
-        os.remove(temporary)
+      if tf.io.gfile.exists(temporary):
+        tf.io.gfile.remove(temporary)
   _log_summary(stats, outputs, time.monotonic() - start)
   return stats
 
@@ -116,15 +122,17 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
   listed = 0
   last_progress = time.monotonic()
   shards = corpus.read_shards(files, shard_bytes)
-  outputs = [open(path, "wb") for path in partial]
+  outputs = []
   try:
+    outputs.extend(tf.io.gfile.GFile(path, "wb") for path in partial)
     with workers.ShardRunner(num_workers, processor_args) as runner:
       for result in runner.run_in_order(shards):
         # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
         # the next record overall goes to output `stats.instances % n`.
         for j, piece in enumerate(result.piece_paths):
-          with open(piece, "rb") as f:
-            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)], 1 << 20)
+          with open(piece, "rb") as f:  # A local piece file (see `create_pretraining_data`).
+            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)],
+                               file_io.READ_BLOCK_BYTES)
           os.remove(piece)
         stats = stats + result.stats
         for error in result.stats.undecodable:
@@ -149,9 +157,15 @@ def _output_paths(output_files):
   paths = [p.strip() for group in output_files for p in group.split(",") if p.strip()]
   if not paths:
     raise ValueError("no output file given")
-  if len(set(map(os.path.abspath, paths))) != len(paths):
+  if len(set(map(_file_key, paths))) != len(paths):
     raise ValueError(f"output files repeat: {paths}")
   return paths
+
+
+def _file_key(path):
+  """The same string for every spelling of a local file (relative, absolute, `file://`)."""
+  local = file_io.local_path(path)
+  return path if local is None else os.path.abspath(local)
 
 
 def _temporary_path(path):
@@ -162,7 +176,7 @@ def _temporary_path(path):
 def _auto_num_workers(files, dupe_factor):
   """All usable cores, but no more processes than the amount of work pays for."""
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  work = sum(os.path.getsize(f) for f in files) * dupe_factor
+  work = sum(tf.io.gfile.stat(f).length for f in files) * dupe_factor
   return max(1, min(cores or 1, 1 + work // BYTES_PER_WORKER))
 
 

@@ -106,7 +106,7 @@ def read_examples(input_file):
     ValueError: naming the line that is not valid UTF-8, or an empty file.
   """
   examples = []
-  with open(input_file, "rb") as f:
+  with file_io.open_read(input_file) as f:
     for index, raw_line in enumerate(f):
       try:
         line = raw_line.decode("utf-8").strip()
@@ -255,7 +255,7 @@ def _default_vocab(init_checkpoint):
   path = os.fspath(init_checkpoint)
   for folder in (path, os.path.dirname(path)):
     candidate = os.path.join(folder, VOCAB_NAME)
-    if folder and os.path.isfile(candidate):
+    if folder and file_io.is_file(candidate):
       return candidate
   return None
 
