@@ -47,7 +47,8 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
     input_files: comma-separated files or glob patterns (a string or a list of them); one sentence
       per line, a blank line between documents.
     output_files: comma-separated output paths (a string or a list); instances go to them
-      round-robin.
+      round-robin. Every path, here and above, may be local or any `tf.io.gfile` URL (`gs://`);
+      the per-shard pieces stay on this machine, and each output appears whole or not at all.
     vocab_file: the WordPiece vocabulary.
     do_lower_case: lower-case the text, as for an uncased model.
     options: `InstanceOptions`.
