@@ -21,7 +21,6 @@ sentiment task.
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -61,7 +60,8 @@ def _run(stage, script, **script_flags):
 
 
 def _results(path):
-  with open(path, encoding="utf-8") as f:
+  from official_bert import file_io  # pylint: disable=import-outside-toplevel
+  with file_io.open_read(path, encoding="utf-8") as f:
     return dict(line.strip().split(" = ", 1) for line in f if " = " in line)
 
 
@@ -103,8 +103,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   started = time.time()
-  output_dir = os.path.abspath(FLAGS.output_dir)
-  os.makedirs(output_dir, exist_ok=True)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from official_bert import file_io  # pylint: disable=import-outside-toplevel
+  # The stages run in the repository's folder: a relative output folder is made absolute.
+  output_dir = (FLAGS.output_dir if file_io.local_path(FLAGS.output_dir) is None
+                else os.path.abspath(file_io.local_path(FLAGS.output_dir)))
+  tf.io.gfile.makedirs(output_dir)
   corpus, task_dir = _prepare_data(output_dir)
   vocab = os.path.join(output_dir, "vocab.txt")
   examples = os.path.join(output_dir, "pretraining.tfrecord")
@@ -115,7 +120,8 @@ def main(argv):
   config_file = os.path.join(output_dir, "bert_config.json")
   # The scripts resume from what they find in their output folders; the demo starts afresh.
   for stale in (pretraining_dir, classifier_dir, scratch_dir, export_dir):
-    shutil.rmtree(stale, ignore_errors=True)
+    if tf.io.gfile.exists(stale):
+      tf.io.gfile.rmtree(stale)
 
   _run("1. Build a WordPiece vocabulary", "build_vocab.py", input_file=corpus, output_file=vocab,
        vocab_size=FLAGS.vocab_size, do_lower_case=True)
@@ -125,7 +131,7 @@ def main(argv):
        dupe_factor=FLAGS.dupe_factor)
 
   from official_bert.configs import BertConfig  # pylint: disable=import-outside-toplevel
-  with open(vocab, encoding="utf-8") as f:
+  with file_io.open_read(vocab, encoding="utf-8") as f:
     vocab_size = sum(1 for _ in f)
   BertConfig(vocab_size=vocab_size, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=512, max_position_embeddings=FLAGS.max_seq_length

@@ -15,10 +15,83 @@ Example:
 """
 
 import contextlib
+import io
 import os
 import uuid
 
 import tensorflow as tf
+
+# Bytes that `open_read` fetches from the file system at once: few calls into TensorFlow for a
+# local file, few requests for a remote one.
+READ_BLOCK_BYTES = 1 << 20
+
+
+class _GFileRaw(io.RawIOBase):
+  """A `tf.io.gfile.GFile` opened for reading, as the raw stream under Python's buffered readers."""
+
+  def __init__(self, path):
+    super().__init__()
+    self.name = path
+    self._file = tf.io.gfile.GFile(path, "rb")
+    try:
+      self._file.read(0)  # Opens the file now, so that a missing one is reported here.
+    except tf.errors.NotFoundError as e:
+      raise FileNotFoundError(f"{path}: no such file") from e
+
+  def readable(self):
+    return True
+
+  def readinto(self, buffer):
+    data = self._file.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+  def close(self):
+    if not self.closed:
+      self._file.close()
+    super().close()
+
+
+def open_read(path, encoding=None, newline=None):
+  """Opens a file for reading through `tf.io.gfile`, with the behaviour of Python's `open`.
+
+  The result is Python's own buffered (and, with `encoding`, text) reader, so `readline`,
+  iteration, the `csv` module, newline translation and decoding errors behave exactly as for a
+  local `open(path, ...)`, whatever the file system.
+
+  Args:
+    path: the file (local or any `tf.io.gfile` scheme).
+    encoding: None for bytes, or a text encoding (`"utf-8-sig"` drops a byte-order mark).
+    newline: as for `open` in text mode (`""` for the `csv` module).
+
+  Returns:
+    An `io.BufferedReader`, or an `io.TextIOWrapper` over one when `encoding` is given.
+
+  Raises:
+    FileNotFoundError: `path` does not exist.
+  """
+  path = os.fspath(path)
+  binary = io.BufferedReader(_GFileRaw(path), buffer_size=READ_BLOCK_BYTES)
+  if encoding is None:
+    return binary
+  return io.TextIOWrapper(binary, encoding=encoding, newline=newline)
+
+
+def is_file(path):
+  """Whether `path` exists and is a file, not a folder (on any `tf.io.gfile` file system)."""
+  return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+
+
+def local_path(path):
+  """The path on the local disk that `path` names, or None for any other file system.
+
+  Args:
+    path: a plain path or a URL (`file:///tmp/x` is local, `gs://...` is not).
+  """
+  path = os.fspath(path)
+  if path.startswith("file://"):
+    return path[len("file://"):]
+  return None if "://" in path else path
 
 
 def temporary_name(path):

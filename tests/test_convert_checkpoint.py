@@ -10,7 +10,7 @@ import pytest
 from safetensors.numpy import load_file
 import tensorflow as tf
 
-from conftest import minilm_model_dir
+from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import tf1
 from official_bert.cli import convert_checkpoint
@@ -134,11 +134,13 @@ def test_script_requires_its_flags_and_checks_the_format(source, tmp_path):
 
 @pytest.mark.slow
 def test_script_runs_as_a_module(source, tmp_path):
+  # Both paths file:// URLs, as gs:// ones would be given.
   folder, model = source
   subprocess.run([sys.executable, "-m", "official_bert.cli.convert_checkpoint",
-                  "--input_format=tf1", f"--input={folder}", f"--output_dir={tmp_path}"],
-                 check=True)
+                  "--input_format=tf1", f"--input={file_uri(folder)}",
+                  f"--output_dir={file_uri(tmp_path)}"], check=True)
   assert_same_weights(checkpoints.load_pretrainer(tmp_path), model)
+  assert_no_scheme_folders(tmp_path)
 
 
 def reference_bert(tensors, config, ids, mask):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
+from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import tokenization
 from official_bert.pretraining import corpus as corpus_module
 from official_bert.pretraining import pipeline
@@ -267,11 +267,13 @@ def test_a_worker_process_writes_the_same_bytes(corpus, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_script_with_two_workers_matches_one_worker_in_process(corpus, tmp_path):
+  # Every path a file:// URL (the workers read the vocabulary too), as gs:// ones would be given.
   output = tmp_path / "script.tfrecord"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
-      [sys.executable, str(REPO / "create_pretraining_data.py"), f"--input_file={corpus[0]}",
-       f"--output_file={output}", f"--vocab_file={corpus[1]}", "--max_seq_length=64",
+      [sys.executable, str(REPO / "create_pretraining_data.py"),
+       f"--input_file={file_uri(corpus[0])}", f"--output_file={file_uri(output)}",
+       f"--vocab_file={file_uri(corpus[1])}", "--max_seq_length=64",
        "--dupe_factor=2", "--num_workers=2", "--shard_size_mb=0.003", "--random_seed=3"],
       capture_output=True, text=True, env=env, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -280,3 +282,4 @@ def test_script_with_two_workers_matches_one_worker_in_process(corpus, tmp_path)
                       shard_bytes=int(0.003 * 2**20))
   assert output.read_bytes() == pathlib.Path(in_process).read_bytes()
   assert not [f for f in os.listdir(tmp_path) if "incomplete" in f or f.startswith(".")]
+  assert_no_scheme_folders(tmp_path)

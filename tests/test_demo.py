@@ -6,13 +6,16 @@ import sys
 
 import pytest
 
+from conftest import assert_no_scheme_folders, file_uri
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.slow
 def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
+  # A file:// output folder: every stage's paths are then URLs, as on gs://.
   result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "demo.py"), f"--output_dir={tmp_path}",
+      [sys.executable, os.path.join(ROOT, "demo.py"), f"--output_dir={file_uri(tmp_path)}",
        "--num_documents=150", "--vocab_size=600", "--pretraining_steps=20", "--dupe_factor=1",
        "--num_train_epochs=1"],
       capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -27,3 +30,4 @@ def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
   assert all(os.path.isdir(tmp_path / name) for name in ("pretraining", "classifier",
                                                           "saved_model"))
   assert os.listdir(tmp_path / "saved_model" / "assets")  # the vocabulary travels with the model
+  assert_no_scheme_folders(tmp_path)

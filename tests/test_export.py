@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA, shared_data
+from conftest import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 from official_bert import (
   BertClassifier,
   BertConfig,
@@ -205,8 +205,10 @@ class _Exports:
     save_model_dir(model, model_dir, vocab_file=self.small_vocab, do_lower_case=True,
                    max_seq_length=24, is_regression=True, extra={"sentence_pair": True})
     directory = self._dir("pair_regression", str(model_dir / "vocab.txt"))
+    # Both paths file:// URLs, as gs:// ones would be given.
     self.script = subprocess.Popen(
-        [sys.executable, str(SCRIPT), f"--model_dir={model_dir}", f"--export_dir={directory}"],
+        [sys.executable, str(SCRIPT), f"--model_dir={file_uri(model_dir)}",
+         f"--export_dir={file_uri(directory)}"],
         cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tokenizer = tokenization.FullTokenizer(self.small_vocab, do_lower_case=True)
     features = [classifier_features.convert_single_example(
@@ -339,6 +341,7 @@ def fixture_served(tmp_path_factory):
       build()
     script_output = exports.script.communicate(timeout=300)[0]
     assert exports.script.returncode == 0, f"export_saved_model.py failed:\n{script_output}"
+    assert_no_scheme_folders(root)
     vocab_contents = {name: pathlib.Path(path).read_bytes()
                       for name, path in exports.vocab_of.items()}
     for folder in ("small", "real", "stsb_output", "pretrained"):

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import minilm_model_dir, shared_data
+from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir, shared_data
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
@@ -372,16 +372,18 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the ops the SavedModel's tokenizer uses)
 
-  output, export_dir = tmp_path / "out.jsonl", tmp_path / "encoder_savedmodel"
+  # Every path a file:// URL, as gs:// ones would be given.
+  output, export_dir = tmp_path / "out" / "features.jsonl", tmp_path / "encoder_savedmodel"
   command = [sys.executable, os.path.join(ROOT, "extract_features.py"),
-             f"--input_file={input_file}", f"--output_file={output}",
-             f"--init_checkpoint={checkpoint[1]}", "--layers=-1", "--max_seq_length=16",
-             "--batch_size=2", f"--export_dir={export_dir}",
+             f"--input_file={file_uri(input_file)}", f"--output_file={file_uri(output)}",
+             f"--init_checkpoint={file_uri(checkpoint[1])}", "--layers=-1",
+             "--max_seq_length=16", "--batch_size=2", f"--export_dir={file_uri(export_dir)}",
              # Commands written for the original may pass these: accepted, and ignored.
              "--use_tpu=false", "--num_tpu_cores=8", "--use_one_hot_embeddings=true"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "--use_one_hot_embeddings=True is ignored: it chose a one-hot matmul" in result.stderr
+  assert_no_scheme_folders(tmp_path)
   records = _read_jsonl(output)
   assert len(records) == len(LINES)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_task, shared_data
+from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
@@ -376,14 +376,15 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   config_file, _ = _model_files(str(bert_dir), words, hidden=16)
   save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(config_file)),
                       str(bert_dir / "bert_model.ckpt"))
-  env = dict(os.environ, GLUE_DIR=str(glue_dir), BERT_BASE_DIR=str(bert_dir),
+  # Every path a file:// URL, as gs:// ones would be given.
+  env = dict(os.environ, GLUE_DIR=file_uri(glue_dir), BERT_BASE_DIR=file_uri(bert_dir),
              TF_CPP_MIN_LOG_LEVEL="2")
   command = (f"{sys.executable} run_classifier.py --task_name=MRPC --do_train=true "
              "--do_eval=true --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt "
              "--bert_config_file=$BERT_BASE_DIR/bert_config.json "
              "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 "
              "--train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 "
-             f"--output_dir={tmp_path}/mrpc_output/")
+             f"--output_dir={file_uri(tmp_path)}/mrpc_output/")
   completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
@@ -401,3 +402,4 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   assert completed.returncode != 0
   assert "Cannot use sequence length 256" in completed.stderr
   assert not (tmp_path / "misuse_output").exists()
+  assert_no_scheme_folders(tmp_path)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import run_task, shared_data
+from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig
 from official_bert.data import conll
 from official_bert.tasks import runner as run_lib
@@ -189,13 +189,17 @@ def test_script_tags_and_exports(tmp_path):
   test_sentences = _write_data(data_dir, random.Random(2), num_train=64)
   config_file = _write_model_files(tmp_path, len(VOCAB))
   output_dir, export_dir = tmp_path / "output", tmp_path / "savedmodel"
-  command = [sys.executable, os.path.join(ROOT, "run_ner.py"), f"--data_dir={data_dir}",
-             f"--bert_config_file={config_file}", f"--vocab_file={data_dir / 'vocab.txt'}",
-             f"--output_dir={output_dir}", f"--export_dir={export_dir}", "--do_train",
+  # Every path a file:// URL, as gs:// ones would be given.
+  command = [sys.executable, os.path.join(ROOT, "run_ner.py"), f"--data_dir={file_uri(data_dir)}",
+             f"--bert_config_file={file_uri(config_file)}",
+             f"--vocab_file={file_uri(data_dir / 'vocab.txt')}",
+             f"--output_dir={file_uri(output_dir)}", f"--export_dir={file_uri(export_dir)}",
+             "--do_train",
              "--do_eval", "--do_predict", "--max_seq_length=32", "--train_batch_size=16",
              "--learning_rate=2e-3", "--num_train_epochs=2", "--noenable_xla"]
   result = subprocess.run(command, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
+  assert_no_scheme_folders(tmp_path)
   results = _read_results(output_dir / "eval_results.txt")
   assert results["global_step"] == 8 and 0 <= results["eval_f1"] <= 1
   blocks = (output_dir / "test_predictions.txt").read_text().strip("\n").split("\n\n")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_training_loop import make_records, write_corpus, write_full_records
 
-from conftest import shared_data
+from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
@@ -44,13 +44,15 @@ def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_pa
   output_dir = tmp_path / "pretraining_output"
 
   def run(num_train_steps):
+    # Every path a file:// URL, as gs:// ones would be given.
     command = [
-        sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--input_file={records}",
-        f"--output_dir={output_dir}", "--do_train=True", "--do_eval=True",
-        f"--bert_config_file={config}", "--train_batch_size=32", "--max_seq_length=32",
+        sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+        f"--input_file={file_uri(records)}", f"--output_dir={file_uri(output_dir)}",
+        "--do_train=True", "--do_eval=True", f"--bert_config_file={file_uri(config)}",
+        "--train_batch_size=32", "--max_seq_length=32",
         "--max_predictions_per_seq=5", f"--num_train_steps={num_train_steps}",
         "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
-        "--iterations_per_loop=2", f"--vocab_file={vocab}", "--enable_xla=false"]
+        "--iterations_per_loop=2", f"--vocab_file={file_uri(vocab)}", "--enable_xla=false"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-5000:]
@@ -69,6 +71,7 @@ def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_pa
   encoder = load_encoder(str(output_dir / "pretrained"))
   assert encoder.config.vocab_size == vocab_size
   assert (output_dir / "pretrained" / "vocab.txt").read_text() == open(vocab).read()
+  assert_no_scheme_folders(tmp_path)
 
 
 def test_engine_and_tpu_flags_map_to_the_engine_config():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_task, shared_data
+from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data.squad import SquadFormatError
@@ -298,7 +298,8 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   config_file, _ = _model_files(str(bert_dir), [train, dev], max_position_embeddings=384)
   save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(config_file)),
                       str(bert_dir / "bert_model.ckpt"))
-  env = dict(os.environ, SQUAD_DIR=str(squad_dir), BERT_BASE_DIR=str(bert_dir),
+  # Every path a file:// URL, as gs:// ones would be given.
+  env = dict(os.environ, SQUAD_DIR=file_uri(squad_dir), BERT_BASE_DIR=file_uri(bert_dir),
              TF_CPP_MIN_LOG_LEVEL="2")
   command = (f"{sys.executable} run_squad.py --vocab_file=$BERT_BASE_DIR/vocab.txt "
              "--bert_config_file=$BERT_BASE_DIR/bert_config.json "
@@ -306,7 +307,7 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--train_file=$SQUAD_DIR/train-v1.1.json --do_predict=True "
              "--predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 --learning_rate=3e-5 "
              "--num_train_epochs=2.0 --max_seq_length=384 --doc_stride=128 "
-             f"--output_dir={tmp_path}/squad_base/")
+             f"--output_dir={file_uri(tmp_path)}/squad_base/")
   completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
@@ -317,3 +318,4 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   predictions = json.loads((output_dir / "predictions.json").read_text())
   assert len(predictions) == 12 and all(isinstance(text, str) for text in predictions.values())
   assert (output_dir / "nbest_predictions.json").exists()
+  assert_no_scheme_folders(tmp_path)

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_task, shared_data
+from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
 from official_bert.tasks import runner as run_lib
@@ -118,9 +118,11 @@ def test_script_on_real_swag_sample(tmp_path):
            for w in v.lower().replace(".", " . ").replace(",", " , ").split()}
   config_file, vocab_file = _write_model_files(tmp_path, VOCAB[:5] + sorted(words))
   output_dir = tmp_path / "output"
-  command = [sys.executable, os.path.join(ROOT, "run_swag.py"), f"--bert_config_file={config_file}",
-             f"--vocab_file={vocab_file}", f"--output_dir={output_dir}",
-             f"--train_file={sample}", f"--eval_file={sample}", f"--predict_file={sample}",
+  # Every path a file:// URL, as gs:// ones would be given.
+  command = [sys.executable, os.path.join(ROOT, "run_swag.py"),
+             f"--bert_config_file={file_uri(config_file)}", f"--vocab_file={file_uri(vocab_file)}",
+             f"--output_dir={file_uri(output_dir)}", f"--train_file={file_uri(sample)}",
+             f"--eval_file={file_uri(sample)}", f"--predict_file={file_uri(sample)}",
              "--do_train", "--do_eval", "--do_predict", "--max_seq_length=48",
              "--train_batch_size=2", "--num_train_epochs=1", "--noenable_xla",
              "--save_checkpoints_steps=5"]
@@ -135,3 +137,4 @@ def test_script_on_real_swag_sample(tmp_path):
   correct = sum(r["prediction"] == r["label"] for r in records)
   assert float(results["eval_accuracy"]) == pytest.approx(correct / 10)
   assert os.path.exists(output_dir / "ckpt-5.index")
+  assert_no_scheme_folders(tmp_path)

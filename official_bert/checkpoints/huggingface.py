@@ -5,13 +5,16 @@ The Hugging Face names are translated to the original TF1 names (`encoder.layer.
 stores `[out, in]`), and `official_bert.checkpoints.tf1` assigns them, with the same checks.
 """
 
+import io
 import json
 import os
 
 from absl import logging
 import numpy as np
-from safetensors.numpy import load_file
+import safetensors.numpy
+import tensorflow as tf
 
+from official_bert import file_io
 from official_bert.checkpoints import tf1
 from official_bert.configs import BertConfig
 from official_bert.layers.activations import GELU_ERF, GELU_TANH
@@ -55,14 +58,15 @@ def find_hf_checkpoint(path):
       `pytorch_model.bin`), or the weights file itself with `config.json` beside it.
   """
   path = os.fspath(path)
-  folder = path if os.path.isdir(path) else os.path.dirname(path)
+  is_folder = tf.io.gfile.isdir(path)
+  folder = path if is_folder else os.path.dirname(path)
   config_file = os.path.join(folder, CONFIG_NAME)
-  if not os.path.exists(config_file):
+  if not file_io.is_file(config_file):
     return None
-  if os.path.isfile(path) and os.path.basename(path) in _WEIGHT_FILES:
+  if not is_folder and os.path.basename(path) in _WEIGHT_FILES and file_io.is_file(path):
     return config_file, path
   for name in _WEIGHT_FILES:
-    if os.path.exists(os.path.join(folder, name)):
+    if file_io.is_file(os.path.join(folder, name)):
       return config_file, os.path.join(folder, name)
   return None
 
@@ -91,7 +95,7 @@ def read_hf_config(path):
   """
   path = os.fspath(path)
   config_file = path if path.endswith(".json") else require_hf_checkpoint(path)[0]
-  with open(config_file, encoding="utf-8") as f:
+  with file_io.open_read(config_file, encoding="utf-8") as f:
     values = json.load(f)
   model_type = values.get("model_type", "bert")
   if model_type != "bert":
@@ -119,7 +123,8 @@ def _read_pytorch(weights_file):
   except ImportError:
     raise ImportError(f"Reading {weights_file} needs PyTorch: `pip install torch`, or convert the "
                       f"file to {SAFETENSORS_NAME}, which this package reads without it.") from None
-  state = torch.load(weights_file, map_location="cpu", weights_only=True)
+  with file_io.open_read(weights_file) as f:
+    state = torch.load(io.BytesIO(f.read()), map_location="cpu", weights_only=True)
   return {name: tensor.float().numpy() if tensor.is_floating_point() else tensor.numpy()
           for name, tensor in state.items()}
 
@@ -137,13 +142,22 @@ def read_hf_weights(path):
   if weights_file.endswith(PYTORCH_NAME):
     return _read_pytorch(weights_file)
   if weights_file.endswith(SAFETENSORS_INDEX_NAME):
-    with open(weights_file, encoding="utf-8") as f:
+    with file_io.open_read(weights_file, encoding="utf-8") as f:
       shards = sorted(set(json.load(f)["weight_map"].values()))
     weights = {}
     for shard in shards:
-      weights.update(load_file(os.path.join(os.path.dirname(weights_file), shard)))
+      weights.update(_read_safetensors(os.path.join(os.path.dirname(weights_file), shard)))
     return weights
-  return load_file(weights_file)
+  return _read_safetensors(weights_file)
+
+
+def _read_safetensors(path):
+  """Reads a `.safetensors` file: mapped from a local disk, else read whole (`tf.io.gfile`)."""
+  local = file_io.local_path(path)
+  if local is not None:
+    return safetensors.numpy.load_file(local)
+  with file_io.open_read(path) as f:
+    return safetensors.numpy.load(f.read())
 
 
 def _original_name(name):

@@ -381,11 +381,15 @@ def resolve_tf1_prefix(path):
       `bert_model.ckpt.index` or a `checkpoint` state file (the newest checkpoint is taken).
   """
   path = os.fspath(path)
-  if os.path.isdir(path):
-    if os.path.exists(os.path.join(path, CHECKPOINT_NAME + ".index")):
+  # The prefix is tried first: on some file systems (`ram://`) every prefix of a file name is
+  # also a folder.
+  if file_io.is_file(path + ".index"):
+    return path
+  if tf.io.gfile.isdir(path):
+    if file_io.is_file(os.path.join(path, CHECKPOINT_NAME + ".index")):
       return os.path.join(path, CHECKPOINT_NAME)
     return tf.train.latest_checkpoint(path)
-  return path if os.path.exists(path + ".index") else None
+  return None
 
 
 def require_tf1_prefix(path):
@@ -398,9 +402,16 @@ def require_tf1_prefix(path):
   return prefix
 
 
+def _reader(prefix):
+  # Opened from the prefix itself: `tf.train.load_checkpoint` would take a prefix for a folder
+  # on file systems where every prefix of a file name is a folder (`ram://`).
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def list_tf1_variables(path):
   """Returns `{name: shape}` of a TF1 checkpoint from its index alone (no data shard needed)."""
-  return {name: tuple(shape) for name, shape in tf.train.list_variables(require_tf1_prefix(path))}
+  shapes = _reader(require_tf1_prefix(path)).get_variable_to_shape_map()
+  return {name: tuple(shapes[name]) for name in sorted(shapes)}
 
 
 def read_tf1_checkpoint(path):
@@ -413,7 +424,7 @@ def read_tf1_checkpoint(path):
     `{name: numpy array}` in the checkpoint's own dtypes.
   """
   prefix = require_tf1_prefix(path)
-  reader = tf.train.load_checkpoint(prefix)
+  reader = _reader(prefix)
   names = sorted(reader.get_variable_to_shape_map())
   weights = {name: reader.get_tensor(name) for name in names if not is_bookkeeping(name)}
   logging.info("Read %d variables from %s (skipped %d optimizer slots and counters).",

@@ -22,7 +22,7 @@ import sys
 
 from absl import logging
 
-from official_bert import utf8
+from official_bert import file_io, utf8
 from official_bert.errors import UserError
 
 # GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
@@ -158,7 +158,7 @@ def text_lines(path, dropped):
   splits (LF, CR LF, CR), without a leading byte-order mark and, as in the original, without the
   bytes that are not UTF-8 (counted in `dropped`)."""
   number = 0
-  with open(path, "rb") as f:
+  with file_io.open_read(path) as f:
     for chunk in f:
       for raw in chunk.splitlines(keepends=True):
         number += 1

@@ -127,7 +127,7 @@ def read_conll_file(path):
       words.clear()
       tags.clear()
 
-  with open(path, "rb") as f:
+  with file_io.open_read(path) as f:
     for line_number, raw_line in enumerate(f, start=1):
       try:
         line = raw_line.decode("utf-8")
@@ -175,7 +175,7 @@ def find_split_file(data_dir, split):
   if split not in SPLIT_FILE_NAMES:
     raise ValueError(f"Unknown split {split!r}; expected one of {sorted(SPLIT_FILE_NAMES)}")
   found = [os.path.join(data_dir, name) for name in SPLIT_FILE_NAMES[split]
-           if os.path.isfile(os.path.join(data_dir, name))]
+           if file_io.is_file(os.path.join(data_dir, name))]
   if not found:
     raise FileNotFoundError(f"{data_dir} has none of {list(SPLIT_FILE_NAMES[split])} for the "
                             f"{split} split")

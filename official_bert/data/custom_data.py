@@ -16,7 +16,7 @@ import csv
 import json
 import os
 
-from official_bert import utf8
+from official_bert import file_io, utf8
 from official_bert.data import classifier_data
 
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -82,11 +82,11 @@ class CustomProcessor(classifier_data.DataProcessor):
     self._check_split(split)
     if split in self.files:
       path = self.files[split]
-      if not os.path.exists(path):
+      if not file_io.is_file(path):
         raise FileNotFoundError(f"{split} file {path} does not exist")
       return path
     found = [os.path.join(self.data_dir, split + ext) for ext in _FORMATS
-             if os.path.exists(os.path.join(self.data_dir, split + ext))]
+             if file_io.is_file(os.path.join(self.data_dir, split + ext))]
     if not found:
       raise FileNotFoundError(f"no {split} file in {self.data_dir}: expected one of "
                               f"{[split + ext for ext in _FORMATS]}")

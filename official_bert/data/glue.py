@@ -22,7 +22,7 @@ import os
 
 from absl import logging
 
-from official_bert import utf8
+from official_bert import file_io, utf8
 from official_bert.data import classifier_data
 
 _BINARY = ("0", "1")
@@ -179,7 +179,7 @@ class GlueProcessor(classifier_data.DataProcessor):
     candidates = [name.format(language=self.language) for name in self.task.files[split]]
     for name in candidates:
       path = os.path.join(self.data_dir, name)
-      if os.path.exists(path):
+      if file_io.is_file(path):
         return path
     raise FileNotFoundError(f"GLUE {self.task.name} split {split!r}: none of {list(candidates)} "
                             f"is in {self.data_dir} (download_glue_data.py writes them)")

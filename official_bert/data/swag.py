@@ -23,7 +23,7 @@ import re
 from absl import logging
 import numpy as np
 
-from official_bert import tokenization
+from official_bert import file_io, tokenization
 from official_bert.data.indexed_batches import indexed_batches
 
 NO_LABEL = -1
@@ -117,7 +117,7 @@ def read_swag_csv(path):
     ValueError: naming the file, line and field, for a missing column, a row with the wrong number
       of fields, or a label that is not a valid choice index.
   """
-  with open(path, encoding="utf-8-sig", newline="") as f:
+  with file_io.open_read(path, encoding="utf-8-sig", newline="") as f:
     reader = csv.DictReader(f)
     header = reader.fieldnames or []
     missing = [name for name in ("sent1", "sent2") if name not in header]
@@ -158,7 +158,7 @@ def read_swag_jsonl(path):
       field, or a label that is not a valid choice index.
   """
   examples = []
-  with open(path, encoding="utf-8-sig") as f:
+  with file_io.open_read(path, encoding="utf-8-sig") as f:
     for line_number, line in enumerate(f, start=1):
       where = f"{path}:{line_number}"
       if not line.strip():

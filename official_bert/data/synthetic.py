@@ -16,6 +16,8 @@ corpus may be copied into the repository. The generator writes reviews of invent
 import os
 import random
 
+import tensorflow as tf
+
 from official_bert import file_io
 
 _PLACES = ("harbor", "garden", "corner", "market", "mill", "lantern", "willow", "station",
@@ -123,7 +125,7 @@ def write_sentiment_task(data_dir, num_train=2000, num_dev=400, seed=1):
   Returns:
     A dict from file name to the fraction of positive labels in it.
   """
-  os.makedirs(data_dir, exist_ok=True)
+  tf.io.gfile.makedirs(data_dir)
   balance = {}
   for file_name, count, stream, held_out in (("train.tsv", num_train, 0, 2),
                                              ("dev.tsv", num_dev, 1, 0)):

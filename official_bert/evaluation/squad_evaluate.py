@@ -21,6 +21,8 @@ import re
 import string
 import sys
 
+from official_bert import file_io
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
 
@@ -204,7 +206,7 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0, source=
 
 def _load_json(path, what):
   try:
-    with open(path, encoding="utf-8") as f:
+    with file_io.open_read(path, encoding="utf-8") as f:
       return json.load(f)
   except json.JSONDecodeError as e:
     raise ValueError(f"{path}: invalid JSON in the {what} at line {e.lineno}, column {e.colno} "

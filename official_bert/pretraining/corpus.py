@@ -5,16 +5,16 @@ end of a file also ends a document. A shard holds whole documents, about `shard_
 that memory stays bounded however large the corpus is; a document longer than `2 * shard_bytes`
 (for example a whole book without blank lines) is cut at a line boundary, and the cut is counted.
 
-Nothing here needs TensorFlow: tokenization happens where the shards are processed (`writer`), and
-the caller expands the input globs (`pipeline`, with `official_bert.file_io.expand_globs`).
+Tokenization happens where the shards are processed (`writer`), and the caller expands the input
+globs (`pipeline`, with `official_bert.file_io.expand_globs`); files are read through
+`official_bert.file_io.open_read`, so the corpus may be on any `tf.io.gfile` file system.
 """
 
 import dataclasses
-import os
 
 import numpy as np
 
-from official_bert import utf8
+from official_bert import file_io, utf8
 from official_bert.pretraining.instances import Documents
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS
 
@@ -73,7 +73,7 @@ def read_shards(files, shard_bytes):
 def _read_pieces(path, shard_bytes):
   """Reads one file as pieces of at least `shard_bytes` that end at blank lines (or its end)."""
   line_number = 1
-  with open(path, "rb") as f:
+  with file_io.open_read(path) as f:
     while True:
       data = f.read(shard_bytes)
       if not data:
@@ -194,18 +194,20 @@ def documents_from_tokens(text, token_ids, row_splits):
 def read_vocab_tokens(vocab_file):
   """Reads a `vocab.txt` (one token a line, the line number is the id) into a list of tokens.
 
-  The reading process uses this instead of `official_bert.tokenization.load_vocab` because it must
-  not import TensorFlow; the rules are the same (UTF-8, stripped, no repeats).
+  The rules are those of `official_bert.tokenization.load_vocab` (UTF-8, stripped, no repeats);
+  this one also checks the special tokens that pre-training instances need.
 
   Raises:
     FileNotFoundError: the file does not exist.
     ValueError: a line is not UTF-8, a token repeats, or `[CLS]`, `[SEP]`, `[MASK]` or `[UNK]`
       is missing.
   """
-  if not os.path.isfile(vocab_file):
-    raise FileNotFoundError(f"vocab file {vocab_file!r} does not exist")
+  try:
+    f = file_io.open_read(vocab_file)
+  except FileNotFoundError:
+    raise FileNotFoundError(f"vocab file {vocab_file!r} does not exist") from None
   tokens, seen = [], {}
-  with open(vocab_file, "rb") as f:
+  with f:
     for number, raw in enumerate(f, start=1):
       try:
         token = raw.decode("utf-8").strip()

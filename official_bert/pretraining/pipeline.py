@@ -28,6 +28,7 @@ on this host.
 import os
 import shutil
 import socket
+import tempfile
 import time
 
 from absl import logging
@@ -56,7 +57,8 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
     input_files: comma-separated files or glob patterns (a string or a list of them); one sentence
       per line, a blank line between documents.
     output_files: comma-separated output paths (a string or a list); instances go to them
-      round-robin.
+      round-robin. Every path, here and above, may be local or any `tf.io.gfile` URL (`gs://`);
+      the per-shard pieces stay on this machine, and each output appears whole or not at all.
     vocab_file: the WordPiece vocabulary.
     do_lower_case: lower-case the text, as for an uncased model.
     options: `InstanceOptions`.
@@ -94,7 +96,8 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
   logging.info("Creating pre-training data from %d files into %d files with %d workers.",
                len(files), len(outputs), num_workers)
   for path in outputs:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if os.path.dirname(path):
+      tf.io.gfile.makedirs(os.path.dirname(path))
   _remove_debris(outputs)
   piece_dir = _piece_dir(outputs[0])
   partial = [_temporary_path(path) for path in outputs]
@@ -110,12 +113,12 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
           f"{stats.blank_lines} blank, {stats.undecodable_bytes} bytes not UTF-8, "
           f"{stats.lines_without_tokens} without WordPiece tokens")
     for temporary, path in zip(partial, outputs):
-      os.replace(temporary, path)
+      tf.io.gfile.rename(temporary, path, overwrite=True)
   finally:
     shutil.rmtree(piece_dir, ignore_errors=True)
     for temporary in partial:
-      if os.path.exists(temporary):
-        os.remove(temporary)
+      if tf.io.gfile.exists(temporary):
+        tf.io.gfile.remove(temporary)
   _log_summary(stats, outputs, time.monotonic() - start)
   return stats
 
@@ -128,8 +131,9 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
   listed = 0
   last_progress = time.monotonic()
   documents_per_shard, num_sentences = [], 0
-  outputs = [open(path, "wb") for path in partial]
+  outputs = []
   try:
+    outputs.extend(tf.io.gfile.GFile(path, "wb") for path in partial)
     with workers.ShardRunner(num_workers, processor_args) as runner:
       for result in runner.run_in_order(corpus.read_shards(files, shard_bytes)):
         documents_per_shard.append(result.num_documents)
@@ -156,8 +160,9 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
         # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
         # the next record overall goes to output `stats.instances % n`.
         for j, piece in enumerate(result.piece_paths):
-          with open(piece, "rb") as f:
-            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)], 1 << 20)
+          with open(piece, "rb") as f:  # A local piece file (see `create_pretraining_data`).
+            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)],
+                               file_io.READ_BLOCK_BYTES)
           os.remove(piece)
         stats = stats + result.stats
         if time.monotonic() - last_progress >= progress_interval_s:
@@ -179,7 +184,7 @@ def _output_paths(output_files):
   paths = [p.strip() for group in output_files for p in group.split(",") if p.strip()]
   if not paths:
     raise ValueError("no output file given")
-  if len(set(map(os.path.abspath, paths))) != len(paths):
+  if len(set(map(_file_key, paths))) != len(paths):
     raise ValueError(f"output files repeat: {paths}")
   return paths
 
@@ -189,15 +194,27 @@ def _run_id():
   return f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _file_key(path):
+  """The same string for every spelling of a local file (relative, absolute, `file://`)."""
+  local = file_io.local_path(path)
+  return path if local is None else os.path.abspath(local)
+
+
 def _temporary_path(path):
   """The name under which `path` is written until it is complete."""
   return f"{path}.incomplete-{_run_id()}"
 
 
+def _piece_folder(path):
+  """Where the piece files of the output `path` go: they stay on this machine, beside a local
+  output (the same disk, which has room for it), else in the system's temporary folder."""
+  local = file_io.local_path(path)
+  return os.path.dirname(os.path.abspath(local)) if local is not None else tempfile.gettempdir()
+
+
 def _piece_dir(path):
-  """The folder of this run's piece files, hidden beside the output `path`."""
-  folder, name = os.path.split(os.path.abspath(path))
-  return os.path.join(folder, f".{name}.pieces-{_run_id()}")
+  """The folder of this run's piece files for the output `path`."""
+  return os.path.join(_piece_folder(path), f".{os.path.basename(path)}.pieces-{_run_id()}")
 
 
 def _remove_debris(outputs):
@@ -208,27 +225,31 @@ def _remove_debris(outputs):
   """
   host = socket.gethostname()
   for path in outputs:
-    folder, name = os.path.split(os.path.abspath(path))
-    prefixes = (f"{name}.incomplete-", f".{name}.pieces-")
-    for entry in tf.io.gfile.listdir(folder):
-      entry = entry.rstrip("/")
-      prefix = next((p for p in prefixes if entry.startswith(p)), None)
-      if prefix is None:
-        continue
-      writer_host, _, pid = entry[len(prefix):].rpartition("-")
-      if writer_host != host or not pid.isdigit():
-        continue
-      debris = os.path.join(folder, entry)
-      if _process_runs(int(pid)):
-        logging.warning("%s belongs to process %s, which still runs: is another run writing %s?",
-                        debris, pid, path)
-        continue
-      logging.warning("Removing %s, left by an interrupted run (process %s, no longer running).",
-                      debris, pid)
-      if tf.io.gfile.isdir(debris):
-        tf.io.gfile.rmtree(debris)
-      else:
-        tf.io.gfile.remove(debris)
+    name = os.path.basename(path)
+    places = ((os.path.dirname(path) or ".", f"{name}.incomplete-"),
+              (_piece_folder(path), f".{name}.pieces-"))
+    for folder, prefix in places:
+      for entry in tf.io.gfile.listdir(folder):
+        entry = entry.rstrip("/")
+        if entry.startswith(prefix):
+          _remove_if_dead(os.path.join(folder, entry), entry[len(prefix):], host, path)
+
+
+def _remove_if_dead(debris, writer, host, path):
+  """Removes `debris` of the run `writer` (`<host>-<pid>`) when it is no longer running here."""
+  writer_host, _, pid = writer.rpartition("-")
+  if writer_host != host or not pid.isdigit():
+    return
+  if _process_runs(int(pid)):
+    logging.warning("%s belongs to process %s, which still runs: is another run writing %s?",
+                    debris, pid, path)
+    return
+  logging.warning("Removing %s, left by an interrupted run (process %s, no longer running).",
+                  debris, pid)
+  if tf.io.gfile.isdir(debris):
+    tf.io.gfile.rmtree(debris)
+  else:
+    tf.io.gfile.remove(debris)
 
 
 def _process_runs(pid):
@@ -245,7 +266,7 @@ def _process_runs(pid):
 def _auto_num_workers(files, dupe_factor):
   """All usable cores, but no more processes than the amount of work pays for."""
   cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-  work = sum(os.path.getsize(f) for f in files) * dupe_factor
+  work = sum(tf.io.gfile.stat(f).length for f in files) * dupe_factor
   return max(1, min(cores or 1, 1 + work // BYTES_PER_WORKER))
 
 

@@ -109,7 +109,7 @@ def read_examples(input_file, dropped=None):
   """
   examples = []
   dropped = utf8.DroppedBytes(input_file) if dropped is None else dropped
-  with open(input_file, "rb") as f:
+  with file_io.open_read(input_file) as f:
     for index, raw_line in enumerate(f):
       line = dropped.decode(raw_line, index + 1).strip()
       match = _PAIR.match(line)
@@ -257,7 +257,7 @@ def _default_vocab(init_checkpoint):
   path = os.fspath(init_checkpoint)
   for folder in (path, os.path.dirname(path)):
     candidate = os.path.join(folder, VOCAB_NAME)
-    if folder and os.path.isfile(candidate):
+    if folder and file_io.is_file(candidate):
       return candidate
   return None
 

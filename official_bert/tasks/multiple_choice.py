@@ -125,7 +125,7 @@ def _split_file(split, data_dir, path):
   if not data_dir:
     raise ValueError(f"Give data_dir or the {split} file.")
   found = [os.path.join(data_dir, name) for name in SPLIT_FILES[split]
-           if os.path.isfile(os.path.join(data_dir, name))]
+           if file_io.is_file(os.path.join(data_dir, name))]
   if len(found) != 1:
     raise FileNotFoundError(f"{data_dir} holds {found or 'none'} of {list(SPLIT_FILES[split])} "
                             f"for the {split} split; pass the file explicitly.")
