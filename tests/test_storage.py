@@ -206,7 +206,8 @@ def test_model_folder_tf1_and_hugging_face_checkpoints(ram):
   words = np.random.default_rng(1).standard_normal((CONFIG.vocab_size, 16)).astype(np.float32)
   with file_io.atomic_write(f"{ram}/hf/model.safetensors", "wb") as f:
     f.write(save({"embeddings.word_embeddings.weight": words}))
-  _write(f"{ram}/hf/config.json", json.dumps({**CONFIG.to_dict(), "model_type": "bert"}))
+  _write(f"{ram}/hf/config.json", json.dumps({**CONFIG.to_dict(), "model_type": "bert",
+                                              "hidden_act": "gelu_new"}))  # tanh, in HF names
   found = (f"{ram}/hf/config.json", f"{ram}/hf/model.safetensors")
   assert huggingface.find_hf_checkpoint(f"{ram}/hf") == found
   assert huggingface.find_hf_checkpoint(found[1]) == found
