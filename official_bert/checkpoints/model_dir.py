@@ -29,12 +29,17 @@ Other files in the folder (training checkpoints, `eval_results.txt`, an original
 
 Example:
 
->>> save_model_dir(classifier, "/tmp/mrpc_output", vocab_file="vocab.txt", do_lower_case=True,
-...                max_seq_length=128, labels=["0", "1"],
-...                extra={"sentence_pair": True})  # doctest: +SKIP
->>> model, info = load_model_dir("/tmp/mrpc_output")  # doctest: +SKIP
->>> info.kind, info.labels  # doctest: +SKIP
-('classifier', ('0', '1'))
+>>> from official_bert import BertClassifier, BertConfig
+>>> config = BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+...                     intermediate_size=32, max_position_embeddings=16)
+>>> with open("vocab.txt", "w") as f:
+...   _ = f.write("\\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]))
+>>> folder = save_model_dir(BertClassifier(config, num_classes=2), "mrpc_output",
+...                         vocab_file="vocab.txt", do_lower_case=True, max_seq_length=16,
+...                         labels=["0", "1"], extra={"sentence_pair": True})
+>>> model, info = load_model_dir("mrpc_output")
+>>> info.kind, info.labels, info.extra
+('classifier', ('0', '1'), {'sentence_pair': True})
 """
 
 import dataclasses
