@@ -91,10 +91,12 @@ class Trainer:
     # XLA compiles what a replica computes alone. On one device that is the whole step. With
     # several replicas, the gradients' all-reduce and Keras' optimizer update are synchronisation
     # points (`merge_call` into the cross-replica context, updating every replica's copy of the
-    # variables): a nested `tf.function` refuses to trace them, and an XLA program runs on one
-    # device, so it cannot update the other replicas' copies. There each replica compiles its
-    # forward and backward pass, and the reduction and update run around it as a graph. TPUs
-    # compile everything themselves.
+    # variables), which a nested `tf.function` refuses to trace; there each replica compiles its
+    # forward and backward pass, and the reduction and update run around it as a graph. The
+    # compiled functions are called from plain Python functions: `MirroredStrategy.run` given a
+    # compiled `tf.function` itself (on anything but GPUs only) wraps all replicas' calls into one
+    # copy of it, one XLA program on the first device, which then fails on the other replicas'
+    # variables. TPUs compile everything themselves.
     xla = config.enable_xla and not distribution.is_tpu(strategy)
     compiled = (lambda fn: tf.function(fn, jit_compile=True)) if xla else (lambda fn: fn)
     whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
@@ -106,7 +108,7 @@ class Trainer:
     self._train_loop = tf.function(self._loop)
     self._eval_loop = tf.function(self._eval)
     self._predict_step = tf.function(
-        lambda features: strategy.run(self._replica_predict_step, args=(features,)),
+        lambda features: strategy.run(lambda f: self._replica_predict_step(f), args=(features,)),
         reduce_retracing=True)
     self._spec = self._variables = None
 
