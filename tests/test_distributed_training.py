@@ -1,10 +1,11 @@
-"""Data-parallel training: two mirrored replicas and two multi-worker processes give the weights of
-one device on the same global batch.
+"""Data-parallel training, compiled by XLA: two mirrored replicas give the weights of one device
+on the same global batch, learn with dropout on (each replica drawing its own masks, with either
+kernel backend), and two multi-worker processes train in step with dropout on.
 
-With `enable_xla` the single device compiles its step while the replicas run theirs as TensorFlow
-graphs (the Trainer compiles only a single replica's step). Strategies must be created before
-TensorFlow starts, so each scenario runs in a subprocess that executes this file
-(`python test_distributed_training.py mirrored|worker ...`).
+The single device compiles its whole step; each replica compiles its forward and backward pass
+(see `Trainer.__init__`). Strategies must be created before TensorFlow starts, so each scenario
+runs in a subprocess that executes this file (`python test_distributed_training.py
+mirrored|worker ...`).
 """
 
 import json
@@ -18,11 +19,15 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS, GLOBAL_BATCH, VOCAB = 3, 8, 50
+DROPOUT, DROPOUT_STEPS = 0.1, 12
 
 
-def _run(args, env=None):
-  return subprocess.Popen([sys.executable, __file__, *map(str, args)], cwd=HERE,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})),
+def _run(args, env=None, script=__file__):
+  # The package of this checkout, not whichever one the interpreter has installed.
+  path = os.pathsep.join(filter(None, [os.path.dirname(HERE), os.environ.get("PYTHONPATH")]))
+  return subprocess.Popen([sys.executable, script, *map(str, args)], cwd=HERE,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path,
+                                   **(env or {})),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -44,6 +49,20 @@ def test_two_mirrored_replicas_match_one_device(tmp_path):
   np.testing.assert_allclose(results["mirrored/eval"], results["one_device/eval"], rtol=1e-5)
   np.testing.assert_allclose(results["mirrored/predictions"], results["one_device/predictions"],
                              rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["stock", "cpu_xla"])
+def test_mirrored_replicas_learn_with_dropout(tmp_path, backend):
+  # With dropout the replicas draw their own masks, so only learning is comparable with one
+  # device: the loss on the training records falls, and both replicas' copies of every weight
+  # stay equal.
+  _finish(_run(["dropout", tmp_path, backend]))
+  results = np.load(tmp_path / "results.npz")
+  before, after = results["losses"]
+  assert after < before - 0.05, (before, after)
+  assert results["replicas_in_sync"]
+  assert results["replica_masks_differ"]
 
 
 @pytest.mark.slow
@@ -71,44 +90,83 @@ def test_two_workers_train_in_step(tmp_path):
 
 # === The subprocesses ===
 
-def _train(strategy_name, directory, records, initial, **engine_kwargs):
-  """Trains STEPS steps from `initial` (None: the strategy's own initialisation).
+def _train(strategy_name, directory, records, initial, dropout=0.0, return_trainer=False,
+           **engine_kwargs):
+  """Trains STEPS steps from `initial` (None: the strategy's own initialisation), XLA on.
 
   Returns:
-    (initial weights, trained weights, eval results, NSP predictions).
+    (initial weights, trained weights, eval results, NSP predictions), and the trainer when
+    `return_trainer`.
   """
   from test_training_loop import dataset_fn, engine, make_trainer, tiny_config
-  trainer = make_trainer(directory, tiny_config(VOCAB), engine(
-      distribution_strategy=strategy_name, log_steps=1, **engine_kwargs), initial_weights=initial)
+  trainer = make_trainer(directory, tiny_config(VOCAB, dropout=dropout), engine(
+      distribution_strategy=strategy_name, log_steps=1, enable_xla=True, **engine_kwargs),
+      initial_weights=initial)
   initial = trainer.model.get_weights()
   trainer.train(dataset_fn(records, GLOBAL_BATCH), STEPS)
   eval_fn = dataset_fn(records, GLOBAL_BATCH, is_training=False)
   results = trainer.evaluate(lambda context: eval_fn(context).unbatch().take(13).batch(
       context.get_per_replica_batch_size(GLOBAL_BATCH) if context else GLOBAL_BATCH))
   predictions = trainer.predict(eval_fn)["next_sentence_logits"]
-  return initial, trainer.model.get_weights(), results, predictions
+  outputs = initial, trainer.model.get_weights(), results, predictions
+  return (*outputs, trainer) if return_trainer else outputs
 
 
 def _mirrored_main(directory):
-  import tensorflow as tf
   from test_training_loop import tiny_config, write_full_records
 
   from official_bert import BertPretrainer
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  _split_cpu()
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
   initial = BertPretrainer(tiny_config(VOCAB)).get_weights()
   arrays = {}
   for name in ("one_device", "mirrored"):
-    # XLA on: one device compiles its whole step; the Trainer runs the two replicas' steps as
-    # graphs (see `Trainer.__init__`), and both must give the same weights.
-    _, weights, results, predictions = _train(name, os.path.join(directory, name), records, initial,
-                                           enable_xla=True)
+    _, weights, results, predictions = _train(name, os.path.join(directory, name), records, initial)
     arrays.update({f"{name}/weight{i}": w for i, w in enumerate(weights)})
     arrays[f"{name}/examples"] = results.pop("examples")
     arrays[f"{name}/eval"] = [results[key] for key in sorted(results)]
     arrays[f"{name}/predictions"] = predictions
   np.savez(os.path.join(directory, "results.npz"), **arrays)
+
+
+def _dropout_main(directory, backend):
+  # A process of its own: two MirroredStrategy objects over the same devices in one process draw
+  # the same collective keys, and their all-reduces then meet each other's.
+  from test_training_loop import dataset_fn, engine, make_trainer, tiny_config, write_full_records
+  _split_cpu()
+  records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
+  trainer = make_trainer(directory, tiny_config(VOCAB, dropout=DROPOUT), engine(
+      distribution_strategy="mirrored", enable_xla=True, kernels=backend,
+      steps_per_loop=DROPOUT_STEPS, log_steps=DROPOUT_STEPS), learning_rate=3e-3,
+      num_steps=DROPOUT_STEPS)
+  evaluate = dataset_fn(records, GLOBAL_BATCH, is_training=False)
+  before = trainer.evaluate(evaluate)["loss"]
+  trainer.train(dataset_fn(records, GLOBAL_BATCH), DROPOUT_STEPS)
+  after = trainer.evaluate(evaluate)["loss"]
+  # `value` is the Keras variable's `tf.distribute` variable, one copy per replica.
+  in_sync = all(np.array_equal(*[copy.numpy() for copy in
+                                 trainer.strategy.experimental_local_results(variable.value)])
+                for variable in trainer.model.weights)
+  np.savez(os.path.join(directory, "results.npz"), losses=[before, after],
+           replicas_in_sync=in_sync, replica_masks_differ=_replica_masks_differ(trainer.strategy))
+
+
+def _replica_masks_differ(strategy):
+  """Whether the two replicas of a mirrored Dropout layer draw different masks."""
+  import tensorflow as tf
+
+  from official_bert.layers import Dropout
+  with strategy.scope():
+    layer = Dropout(0.5, seed=3)
+  masks = strategy.experimental_local_results(strategy.run(
+      tf.function(lambda: layer(tf.ones([64]), training=True))))
+  return len(masks) == 2 and not np.array_equal(masks[0], masks[1])
+
+
+def _split_cpu():
+  import tensorflow as tf
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 
 def _worker_main(directory, index):
@@ -117,7 +175,7 @@ def _worker_main(directory, index):
   write_full_records(records, 64, VOCAB)  # the same records on both machines
   # The strategy gives both workers worker 0's initial weights.
   initial, weights, _, _ = _train("multi_worker_mirrored", os.path.join(directory, "model"),
-                                  records, initial=None)
+                                  records, initial=None, dropout=DROPOUT)
   np.savez(os.path.join(directory, f"worker{index}_initial.npz"), *initial)
   np.savez(os.path.join(directory, f"worker{index}.npz"), *weights)
 
@@ -129,5 +187,7 @@ if __name__ == "__main__":
   logging.use_python_logging()
   if sys.argv[1] == "mirrored":
     _mirrored_main(sys.argv[2])
+  elif sys.argv[1] == "dropout":
+    _dropout_main(sys.argv[2], sys.argv[3])
   else:
     _worker_main(sys.argv[2], int(sys.argv[3]))

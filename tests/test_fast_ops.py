@@ -1,16 +1,22 @@
-"""The hand-written fast paths of the training step give TensorFlow's values and gradients."""
+"""The kernel backends (`official_bert.ops`): `cpu_xla`'s forms give `stock`'s values and
+gradients, eagerly and under XLA, in the layers and in a whole pre-training model."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert.layers import MaskedLMHead, TransposedDense
+from official_bert import BertConfig, BertPretrainer, ops
+from official_bert.layers import Dropout, MaskedLMHead, TransposedDense
 from official_bert.layers.activations import get_activation
-from official_bert.layers.dropout import Dropout, random_words
-from official_bert.models.cross_entropy import label_logits, sparse_softmax_cross_entropy
+from official_bert.models.losses import pretraining_losses
+from official_bert.ops import cpu_xla, stock
+from official_bert.ops.cpu_xla import random_words
+from official_bert.ops.stock import label_logits
 from official_bert.pretraining.task import pretraining_metrics
-from official_bert.training.gradient_norm import global_norm
+from official_bert.training import EngineConfig
+
+BACKENDS = list(ops.BACKENDS)
 
 
 def _both_modes(fn):
@@ -18,25 +24,53 @@ def _both_modes(fn):
   return [fn, tf.function(fn, jit_compile=True)]
 
 
+def test_both_backends_define_every_kernel():
+  for module in (stock, cpu_xla):
+    for name in ops.KERNELS:
+      assert callable(getattr(module, name)), (module.__name__, name)
+
+
+def test_the_backend_is_chosen_once_and_auto_follows_the_device():
+  assert ops.resolve_backend("auto", "CPU") == "cpu_xla"
+  assert ops.resolve_backend("auto", "GPU") == ops.resolve_backend("auto", "TPU") == "stock"
+  assert ops.resolve_backend("stock", "CPU") == "stock"
+  with pytest.raises(ValueError, match="kernels must be one of auto, stock, cpu_xla"):
+    EngineConfig(kernels="fast")
+  with ops.use_kernels("cpu_xla"):
+    EngineConfig(kernels="stock").setup()
+    assert ops.kernel_backend() == "stock"
+    EngineConfig().setup()  # auto, on this machine's CPU
+    assert ops.kernel_backend() == "cpu_xla"
+
+
+def test_layers_keep_the_backend_they_were_constructed_with_and_do_not_save_it():
+  with ops.use_kernels("stock"):
+    layer = Dropout(0.5, seed=1)
+  with ops.use_kernels("cpu_xla"):
+    assert layer._kernels is stock and Dropout(0.5)._kernels is cpu_xla
+    assert get_activation("gelu") is cpu_xla.gelu
+    restored = Dropout.from_config(layer.get_config())
+  assert restored._kernels is cpu_xla
+  assert not [key for key in layer.get_config() if "kernel" in key or "backend" in key]
+
+
 @pytest.mark.parametrize("mode", ["eager", "xla"])
-def test_cross_entropy_value_and_gradient_match_tensorflow(mode):
+def test_cross_entropy_values_and_gradients_agree(mode):
   rng = np.random.default_rng(0)
   # Large logits check the max shift: exp(300) overflows float32.
   logits = tf.constant(rng.normal(size=(3, 4, 50)) * [[[1.0]], [[30.0]], [[300.0]]], tf.float32)
   labels = tf.constant(rng.integers(0, 50, (3, 4)), tf.int64)
   upstream = tf.constant(rng.normal(size=(3, 4)), tf.float32)
 
-  def loss_and_gradient(cross_entropy):
+  def loss_and_gradient(kernels):
     def fn(logits):
       with tf.GradientTape() as tape:
         tape.watch(logits)
-        loss = cross_entropy(labels, logits)
+        loss = kernels.sparse_softmax_cross_entropy(labels, logits)
       return loss, tape.gradient(loss, logits, output_gradients=upstream)
     return _both_modes(fn)[mode == "xla"](logits)
 
-  ours = loss_and_gradient(sparse_softmax_cross_entropy)
-  reference = loss_and_gradient(
-      lambda y, x: tf.nn.sparse_softmax_cross_entropy_with_logits(y, x))
+  ours, reference = loss_and_gradient(cpu_xla), loss_and_gradient(stock)
   assert np.all(np.isfinite(ours[0]))
   np.testing.assert_allclose(ours[0], reference[0], rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(ours[1], reference[1], rtol=1e-5, atol=1e-6)
@@ -49,24 +83,28 @@ def test_label_logits_pick_each_rows_label():
                                 np.take_along_axis(logits, labels[..., None], -1)[..., 0])
 
 
-def test_pretraining_metrics_count_correct_predictions_and_average_losses():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pretraining_metrics_count_correct_predictions_and_average_losses(backend):
   logits = np.log(np.array([[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]], "float32"))
   outputs = {"mlm_logits": logits, "next_sentence_logits": np.array([[2.0, 1.0]], "float32")}
   labels = {"masked_lm_ids": np.array([[0, 1]]), "masked_lm_weights": np.array([[1.0, 1.0]]),
             "next_sentence_labels": np.array([[1]])}
-  metrics = {name: (float(total), float(count))
-             for name, (total, count) in pretraining_metrics(outputs, labels).items()}
+  with ops.use_kernels(backend):
+    metrics = {name: (float(total), float(count))
+               for name, (total, count) in pretraining_metrics(outputs, labels).items()}
   assert metrics["masked_lm_accuracy"] == (1.0, 2.0)  # the first is right, the second is not
   np.testing.assert_allclose(metrics["masked_lm_loss"][0], -np.log(0.7) - np.log(0.3), rtol=1e-5)
   assert metrics["next_sentence_accuracy"] == (0.0, 1.0)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", ["eager", "xla"])
-def test_tied_projection_gradients_match_automatic_differentiation(mode):
+def test_tied_projection_gradients_match_automatic_differentiation(backend, mode):
   vocab, hidden_size = 40, 16
   embedding = keras.layers.Embedding(vocab, hidden_size)
   embedding.build()
-  head = MaskedLMHead(vocab, hidden_size, embedding=embedding)
+  with ops.use_kernels(backend):
+    head = MaskedLMHead(vocab, hidden_size, embedding=embedding)
   rng = np.random.default_rng(1)
   sequence = tf.constant(rng.normal(size=(2, 6, hidden_size)), tf.float32)
   positions = tf.constant([[1, 3, 5], [0, 2, 2]], tf.int32)
@@ -95,20 +133,27 @@ def test_tied_projection_gradients_match_automatic_differentiation(mode):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_exact_gelu_and_its_gradient_match_keras():
+def test_exact_gelu_and_its_gradient_agree():
   x = tf.constant(np.linspace(-12, 12, 2401), tf.float32)
   with tf.GradientTape(persistent=True) as tape:
     tape.watch(x)
-    ours = get_activation("gelu_erf")(x)
-    reference = keras.activations.gelu(x, approximate=False)
+    ours = cpu_xla.gelu(x)
+    reference = stock.gelu(x)
   np.testing.assert_allclose(ours, reference, atol=2e-6)
   np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x), atol=2e-6)
+  assert stock.gelu(tf.constant(1.0, tf.bfloat16)).dtype == cpu_xla.gelu(
+      tf.constant(1.0, tf.bfloat16)).dtype == tf.bfloat16
 
 
+def _dropout(backend, rate, seed):
+  with ops.use_kernels(backend):
+    return Dropout(rate, seed=seed)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", [(64, 129, 33), (1,), (2, 3)])
-def test_dropout_drops_its_rate_and_rescales_the_rest(shape):
-  layer = Dropout(0.1, seed=3)
-  outputs = np.array(layer(tf.ones(shape), training=True))
+def test_dropout_drops_its_rate_and_rescales_the_rest(backend, shape):
+  outputs = np.array(_dropout(backend, 0.1, seed=3)(tf.ones(shape), training=True))
   assert outputs.shape == shape
   assert set(np.unique(outputs)) <= {0.0, np.float32(1 / 0.9)}
   if outputs.size > 10000:
@@ -116,14 +161,49 @@ def test_dropout_drops_its_rate_and_rescales_the_rest(shape):
     assert abs((outputs == 0).mean() - 0.1) < 4 * np.sqrt(0.09 / outputs.size)
 
 
-def test_dropout_masks_repeat_for_a_seed_and_differ_between_calls():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_at_rate_zero_or_inference_is_the_identity(backend):
+  inputs = tf.constant(np.random.default_rng(2).normal(size=(4, 7)), tf.float32)
+  np.testing.assert_array_equal(_dropout(backend, 0.0, 1)(inputs, training=True), inputs)
+  np.testing.assert_array_equal(_dropout(backend, 0.5, 1)(inputs, training=False), inputs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_masks_repeat_for_a_seed_and_differ_between_calls(backend):
   def masks(seed):
-    layer = Dropout(0.5, seed=seed)
+    layer = _dropout(backend, 0.5, seed)
     return [np.array(layer(tf.ones((8, 100)), training=True)) for _ in range(2)]
   first, again = masks(7), masks(7)
   np.testing.assert_array_equal(first[0], again[0])
   assert not np.array_equal(first[0], first[1])
   assert 0.4 < (first[0] == 0).mean() < 0.6
+
+
+def test_the_dropout_backends_draw_different_masks_of_the_same_law():
+  """Same seed, different streams; each keeps independent elements at the same rate (a 2x2
+  table of two backends' masks is close to the product of their marginals)."""
+  shape, rate = (200, 500), 0.3
+  kept = {backend: np.array(_dropout(backend, rate, 5)(tf.ones(shape), training=True)) != 0
+          for backend in BACKENDS}
+  sigma = np.sqrt(rate * (1 - rate) / np.prod(shape))
+  for mask in kept.values():
+    assert abs(mask.mean() - (1 - rate)) < 4 * sigma
+  both = (kept["stock"] & kept["cpu_xla"]).mean()
+  assert abs(both - (1 - rate) ** 2) < 4 * np.sqrt((1 - rate) ** 2 / np.prod(shape))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_gradient_is_the_mask_times_the_scale(backend):
+  layer = _dropout(backend, 0.25, 11)
+  inputs = tf.constant(np.random.default_rng(3).normal(size=(16, 50)), tf.float32)
+  upstream = tf.constant(np.random.default_rng(4).normal(size=(16, 50)), tf.float32)
+  with tf.GradientTape() as tape:
+    tape.watch(inputs)
+    outputs = layer(inputs, training=True)
+    loss = tf.reduce_sum(outputs * upstream)
+  kept = outputs.numpy() != 0
+  np.testing.assert_allclose(outputs.numpy()[kept], inputs.numpy()[kept] / 0.75, rtol=1e-6)
+  np.testing.assert_allclose(tape.gradient(loss, inputs), upstream * kept / 0.75, rtol=1e-6)
 
 
 def test_random_words_are_uniform_and_unrelated_across_positions_and_seeds():
@@ -142,24 +222,21 @@ def test_random_words_are_uniform_and_unrelated_across_positions_and_seeds():
     assert abs(np.corrcoef(a, b)[0, 1]) < 4 / np.sqrt(size)
 
 
-def test_dropout_gradient_is_the_mask_times_the_scale():
-  layer = Dropout(0.25, seed=11)
-  inputs = tf.constant(np.random.default_rng(3).normal(size=(16, 50)), tf.float32)
-  upstream = tf.constant(np.random.default_rng(4).normal(size=(16, 50)), tf.float32)
-  with tf.GradientTape() as tape:
-    tape.watch(inputs)
-    outputs = layer(inputs, training=True)
-    loss = tf.reduce_sum(outputs * upstream)
-  kept = outputs.numpy() != 0
-  np.testing.assert_allclose(outputs.numpy()[kept], inputs.numpy()[kept] / 0.75, rtol=1e-6)
-  np.testing.assert_allclose(tape.gradient(loss, inputs), upstream * kept / 0.75, rtol=1e-6)
+def test_random_words_number_positions_the_same_with_a_dynamic_shape():
+  seed = tf.constant([9, 4])
+  static = random_words([3, 50], seed)
+  dynamic = tf.function(random_words, input_signature=[tf.TensorSpec([2], tf.int32),
+                                                       tf.TensorSpec([2], tf.int32)])
+  np.testing.assert_array_equal(static, dynamic(tf.constant([3, 50]), seed))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_transposed_dense_is_a_dense_layer_with_the_kernel_turned(policy):
+def test_transposed_dense_is_a_dense_layer_with_the_kernel_turned(backend, policy):
   rng = np.random.default_rng(2)
   inputs = tf.constant(rng.normal(size=(2, 3, 6)), tf.float32)
-  layer = TransposedDense(4, dtype=policy)
+  with ops.use_kernels(backend):
+    layer = TransposedDense(4, dtype=policy)
   layer.build(inputs.shape)
   assert tuple(layer.kernel.shape) == (4, 6) and layer.kernel.dtype == "float32"
   layer.kernel.assign(rng.normal(size=(4, 6)).astype("float32"))
@@ -185,22 +262,48 @@ def test_transposed_dense_is_a_dense_layer_with_the_kernel_turned(policy):
   np.testing.assert_allclose(ours[1][2], reference[1][2], rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", ["eager", "xla"])
-def test_global_norm_matches_tensorflow(mode):
+def test_global_norm_matches_tensorflow(backend, mode):
   rng = np.random.default_rng(5)
   tensors = [tf.constant(rng.normal(size=shape), tf.float32)
              for shape in [(768, 96), (7, 5), (32,), (64,), (3, 4, 8)]]
   tensors.append(tf.IndexedSlices(tf.constant(rng.normal(size=(3, 8)), tf.float32),
                                   tf.constant([0, 2, 5]), tf.constant([6, 8])))
-  norm = _both_modes(global_norm)[mode == "xla"](tensors)
-  np.testing.assert_allclose(norm, tf.linalg.global_norm(tensors), rtol=1e-5)
-  poisoned = tensors[:1] + [tf.constant([np.nan] * 64, tf.float32)]
-  assert np.isnan(_both_modes(global_norm)[mode == "xla"](poisoned))
+  global_norm = _both_modes(ops.kernels(backend).global_norm)[mode == "xla"]
+  np.testing.assert_allclose(global_norm(tensors), tf.linalg.global_norm(tensors), rtol=1e-5)
+  assert np.isnan(global_norm(tensors[:1] + [tf.constant([np.nan] * 64, tf.float32)]))
 
 
-def test_random_words_number_positions_the_same_with_a_dynamic_shape():
-  seed = tf.constant([9, 4])
-  static = random_words([3, 50], seed)
-  dynamic = tf.function(random_words, input_signature=[tf.TensorSpec([2], tf.int32),
-                                                       tf.TensorSpec([2], tf.int32)])
-  np.testing.assert_array_equal(static, dynamic(tf.constant([3, 50]), seed))
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+def test_a_pretraining_model_is_the_same_function_with_either_backend(mode):
+  """Forward pass, losses and every weight's gradient of a 2-layer BertPretrainer (dropout 0)."""
+  config = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0)
+  models = {}
+  for backend in BACKENDS:
+    with ops.use_kernels(backend):
+      models[backend] = BertPretrainer(config)
+  models["cpu_xla"].set_weights(models["stock"].get_weights())
+  rng = np.random.default_rng(6)
+  ids = rng.integers(5, 60, (3, 16)).astype("int32")
+  mask = (np.arange(16) < [[16], [11], [7]]).astype("int32")
+  features = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids),
+              "masked_lm_positions": np.array([[1, 4, 9], [2, 3, 5], [1, 1, 6]], "int32")}
+  labels = {"masked_lm_ids": rng.integers(0, 60, (3, 3)), "masked_lm_weights": np.ones((3, 3)),
+            "next_sentence_labels": np.array([0, 1, 1])}
+  results = {}
+  for backend, model in models.items():
+    def step(features, model=model, backend=backend):
+      with ops.use_kernels(backend), tf.GradientTape() as tape:
+        outputs = model(features, training=True)
+        loss = pretraining_losses(outputs, labels)["loss"]
+      grads = tape.gradient(loss, model.trainable_variables)
+      return outputs["mlm_logits"], loss, [tf.convert_to_tensor(g) for g in grads]
+    results[backend] = _both_modes(step)[mode == "xla"](features)
+  ours, reference = results["cpu_xla"], results["stock"]
+  np.testing.assert_allclose(ours[0], reference[0], rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ours[1], reference[1], rtol=1e-6)
+  for variable, got, want in zip(models["stock"].trainable_variables, ours[2], reference[2]):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=variable.path)

@@ -17,6 +17,7 @@ from official_bert import (
   BertTokenClassifier,
   get_preset,
 )
+from official_bert import ops as kernel_ops
 from official_bert.layers import (
   BertEmbeddings,
   ClassificationHead,
@@ -164,12 +165,14 @@ def test_task_models_share_a_given_encoder():
     BertClassifier(get_preset("bert_tiny"), num_classes=2, encoder=encoder)
 
 
+@pytest.mark.parametrize("backend", list(kernel_ops.BACKENDS))
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision_keeps_float32_weights_softmax_and_layer_norm(policy):
+def test_mixed_precision_keeps_float32_weights_softmax_and_layer_norm(policy, backend):
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy(policy)
   try:
-    model = BertPretrainer(CONFIG)
+    with kernel_ops.use_kernels(backend):
+      model = BertPretrainer(CONFIG)
     outputs = model(_pretrainer_inputs())
     encoded = model.encoder(_inputs())
   finally:
@@ -181,8 +184,20 @@ def test_mixed_precision_keeps_float32_weights_softmax_and_layer_norm(policy):
   assert encoded["sequence_output"].dtype == compute
   layer = model.encoder.transformer_layers[0]
   assert layer.attention.compute_dtype == compute
-  assert layer.attention_layer_norm.compute_dtype == "float32"
-  assert model.encoder.embeddings.layer_norm.compute_dtype == "float32"
+  half = tf.ones((2, 3, CONFIG.hidden_size), compute)
+  for norm in (layer.attention_layer_norm, layer.output_layer_norm,
+               model.encoder.embeddings.layer_norm):
+    assert norm.compute_dtype == "float32" and norm(half).dtype == tf.float32
+  # In the traced training step: every softmax (the attention probabilities) runs in float32,
+  # the products in the half type, and the losses come out float32.
+  graph = tf.function(lambda inputs: model(inputs, training=True)).get_concrete_function(
+      _pretrainer_inputs()).graph
+  softmaxes = [op for op in graph.get_operations() if op.type == "Softmax"]
+  assert len(softmaxes) == CONFIG.num_hidden_layers
+  assert all(op.outputs[0].dtype == tf.float32 for op in softmaxes)
+  products = [op for op in graph.get_operations() if op.type in ("MatMul", "BatchMatMulV2",
+                                                                 "Einsum")]
+  assert {op.outputs[0].dtype for op in products} == {tf.as_dtype(compute)}
 
 
 def test_encoder_accepts_a_dtype_policy_argument():

@@ -257,10 +257,12 @@ def test_evaluate_counts_every_example_and_predict_keeps_their_order(tmp_path, r
 
 # === Mixed precision ===
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_mixed_precision_trains_with_float32_master_weights(tmp_path, records, dtype):
+@pytest.mark.parametrize("dtype,kernels", [("bfloat16", "stock"), ("float16", "cpu_xla")])
+def test_mixed_precision_trains_with_float32_master_weights(tmp_path, records, dtype, kernels):
+  # As accelerator users run it: XLA on, dropout on, each kernel backend.
   files, vocab_size = records
-  trainer = make_trainer(tmp_path, tiny_config(vocab_size, dropout=0.1), engine(dtype=dtype))
+  trainer = make_trainer(tmp_path, tiny_config(vocab_size, dropout=0.1),
+                         engine(dtype=dtype, enable_xla=True, kernels=kernels))
   assert trainer.model.compute_dtype == dtype
   before = [v.numpy() for v in trainer.model.trainable_variables]
   logs = trainer.train(dataset_fn(files, 8), 4)
@@ -270,4 +272,7 @@ def test_mixed_precision_trains_with_float32_master_weights(tmp_path, records, d
              for b, v in zip(before, trainer.model.trainable_variables)]
   assert sum(changed) > len(changed) // 2
   if dtype == "float16":
+    # Dynamic loss scaling: the scale is a variable that the optimizer adjusts.
     assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert trainer.optimizer.dynamic_growth_steps > 0
+    assert float(trainer.optimizer.scale_loss(1.0)) > 1.0

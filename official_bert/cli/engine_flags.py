@@ -15,6 +15,7 @@ selects the `tpu` strategy); `--iterations_per_loop` is another name for `--step
 
 from absl import flags
 
+from official_bert import ops
 from official_bert.training import distribution, optimization
 from official_bert.training.config import DTYPES, EngineConfig
 
@@ -36,7 +37,11 @@ def define_engine_flags(flag_values=FLAGS):
   flags.DEFINE_enum("dtype", _DEFAULTS.dtype, list(DTYPES),
                     "float32, or float16 / bfloat16 mixed precision (float32 weights).", **into)
   flags.DEFINE_boolean("enable_xla", _DEFAULTS.enable_xla,
-                       "Compile the steps with XLA (one replica).", **into)
+                       "Compile the steps with XLA.", **into)
+  flags.DEFINE_enum("kernels", _DEFAULTS.kernels, ops.CHOICES,
+                    "Forms of the backend-specific kernels: stock (plain TensorFlow), cpu_xla "
+                    "(shaped for XLA on CPU), or auto (cpu_xla on CPUs, stock on GPUs and TPUs).",
+                    **into)
   flags.DEFINE_integer("steps_per_loop", _DEFAULTS.steps_per_loop,
                        "Training steps per tf.function call.", **into)
   flags.DEFINE_integer("gradient_accumulation_steps", _DEFAULTS.gradient_accumulation_steps,
@@ -93,7 +98,7 @@ def engine_config_from_flags(flag_values=FLAGS, **overrides):
   values = dict(
       distribution_strategy=strategy, num_gpus=f.num_gpus, tpu=tpu,
       tpu_zone=getattr(f, "tpu_zone", None), gcp_project=getattr(f, "gcp_project", None),
-      dtype=f.dtype, enable_xla=f.enable_xla, steps_per_loop=f.steps_per_loop,
+      dtype=f.dtype, enable_xla=f.enable_xla, kernels=f.kernels, steps_per_loop=f.steps_per_loop,
       gradient_accumulation_steps=f.gradient_accumulation_steps, log_steps=f.log_steps,
       keep_checkpoint_max=f.keep_checkpoint_max, optimizer_type=f.optimizer_type,
       weight_decay=f.weight_decay, clip_norm=f.clip_norm or None,

@@ -12,7 +12,8 @@ original, and only the Hugging Face reader (`checkpoints/huggingface.py`) transl
 import math
 
 import keras
-from keras import ops
+
+from official_bert import ops
 
 GELU_TANH = "gelu_tanh"
 GELU_ERF = "gelu_erf"
@@ -20,27 +21,19 @@ GELU_ERF = "gelu_erf"
 # The names the original's `modeling.get_activation` knows.
 ORIGINAL_NAMES = ("gelu", "relu", "tanh", "linear")
 
-_SQRT_HALF = 0.7071067811865476
 _SQRT_TWO_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-def gelu_erf(x):
-  """The exact GELU, `0.5 * x * (1 + erf(x / sqrt(2)))`."""
-  # The same function as `keras.activations.gelu(approximate=False)`, which TensorFlow writes
-  # with `erfc`; XLA's `erf` is a short polynomial where `erfc` needs an exponential, and the
-  # feed-forward activation of a BERT step spends a few percent of it there.
-  return 0.5 * x * (1.0 + ops.erf(x * _SQRT_HALF))
 
 
 def gelu_tanh(x):
   """The original BERT's GELU, `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`."""
   # `x * x * x` rather than a power: one fused multiply chain, and no `pow` kernel.
-  return 0.5 * x * (1.0 + ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
+  return 0.5 * x * (1.0 + keras.ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
 
 
+# The exact GELU is a kernel of the backend (`ops.kernels().gelu`), looked up when asked for.
 _FUNCTIONS = {
     GELU_TANH: gelu_tanh,
-    GELU_ERF: gelu_erf,
+    GELU_ERF: None,
     "relu": keras.activations.relu,
     "silu": keras.activations.silu,
     "tanh": keras.activations.tanh,
@@ -99,7 +92,11 @@ def original_activation_name(name):
 def get_activation(name):
   """Returns the activation function called `name` in a BERT config.
 
+  The exact GELU is the current kernel backend's form (see `official_bert.ops`); call this when
+  the layer that uses the activation is constructed.
+
   Args:
     name: any name `canonical_activation` accepts; `gelu` is the tanh form, as in the original.
   """
-  return _FUNCTIONS[canonical_activation(name)]
+  canonical = canonical_activation(name)
+  return ops.kernels().gelu if canonical == GELU_ERF else _FUNCTIONS[canonical]

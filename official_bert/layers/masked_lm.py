@@ -4,6 +4,7 @@ import keras
 from keras import ops
 import tensorflow as tf
 
+from official_bert import ops as kernel_ops
 from official_bert.layers.activations import canonical_activation, get_activation
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 
@@ -15,7 +16,8 @@ class MaskedLMHead(keras.layers.Layer):
   BERT ties the projection to the word-embedding table: pass the encoder's word `embedding` layer
   and the head multiplies by its transposed table. Without one, the head owns an untied
   `[hidden, vocab]` kernel. The tie is not part of `get_config`; the model that owns both layers
-  restores it.
+  restores it. The tied product is the kernel backend's `project_onto_table` (see
+  `official_bert.ops`), taken when the layer is constructed.
 
   Args:
     vocab_size: number of output classes (tokens).
@@ -49,6 +51,7 @@ class MaskedLMHead(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.embedding = embedding
     self._initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+    self._kernels = kernel_ops.kernels()
     self.transform = keras.layers.Dense(hidden_size, activation=get_activation(activation),
                                         kernel_initializer=self._initializer,
                                         dtype=self.dtype_policy, name="transform")
@@ -72,7 +75,7 @@ class MaskedLMHead(keras.layers.Layer):
       kernel = ops.cast(self.output_kernel, self.compute_dtype)
       logits = ops.matmul(hidden, kernel) + ops.cast(self.output_bias, self.compute_dtype)
       return ops.cast(logits, "float32")
-    logits = _project_onto_table(tf.reshape(hidden, [-1, self.hidden_size]),
+    logits = self._kernels.project_onto_table(tf.reshape(hidden, [-1, self.hidden_size]),
                                  ops.cast(self.embedding.embeddings, self.compute_dtype),
                                  ops.cast(self.output_bias, self.compute_dtype))
     logits = tf.reshape(logits, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
@@ -87,20 +90,3 @@ class MaskedLMHead(keras.layers.Layer):
                   activation=self.activation, initializer_range=self.initializer_range)
     return config
 
-
-@tf.custom_gradient
-def _project_onto_table(hidden, table, bias):
-  """`hidden @ table^T + bias` for 2-D `hidden`, with a gradient shaped for XLA on CPU.
-
-  The bias gradient, a column sum over the `[predictions, vocab]` gradient, is the slowest
-  reduction XLA's CPU backend emits (a tenth of a BERT-Tiny step); here it comes out of the
-  table's gradient product as one more column, from a column of ones appended to `hidden`.
-  """
-  logits = tf.matmul(hidden, table, transpose_b=True) + bias
-
-  def gradient(upstream):
-    ones = tf.ones([tf.shape(hidden)[0], 1], hidden.dtype)
-    table_and_bias = tf.matmul(upstream, tf.concat([hidden, ones], 1), transpose_a=True)
-    return tf.matmul(upstream, table), table_and_bias[:, :-1], table_and_bias[:, -1]
-
-  return logits, gradient

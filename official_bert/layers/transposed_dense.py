@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from official_bert import ops as kernel_ops
+
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class TransposedDense(keras.layers.Layer):
@@ -12,8 +14,10 @@ class TransposedDense(keras.layers.Layer):
   CPU backend computes a weight gradient faster when its first dimension is the smaller one
   (it is `dy^T @ x` rather than `x^T @ dy`), so a projection that narrows, such as BERT's
   feed-forward output (`intermediate_size` -> `hidden_size`), trains faster in this layout (measured
-  on a BERT-Mini training step under XLA on CPU). Checkpoint readers transpose the kernel on the
-  way in and out.
+  on a BERT-Mini training step under XLA on CPU). The layout is the same whatever the kernel
+  backend, so that weights move between machines; the product is the backend's
+  `matmul_transposed`, taken when the layer is constructed. Checkpoint readers transpose the
+  kernel on the way in and out.
 
   Args:
     units: the output width.
@@ -31,6 +35,7 @@ class TransposedDense(keras.layers.Layer):
     super().__init__(**kwargs)
     self.units = units
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self._kernels = kernel_ops.kernels()
 
   def build(self, inputs_shape):
     self.kernel = self.add_weight(shape=(self.units, inputs_shape[-1]),
@@ -39,7 +44,7 @@ class TransposedDense(keras.layers.Layer):
 
   def call(self, inputs):
     kernel = ops.cast(self.kernel, self.compute_dtype)
-    outputs = ops.matmul(inputs, ops.transpose(kernel))
+    outputs = self._kernels.matmul_transposed(inputs, kernel)
     return outputs + ops.cast(self.bias, self.compute_dtype)
 
   def compute_output_shape(self, inputs_shape):

@@ -2,10 +2,23 @@
 
 from keras import ops
 
-from official_bert.models.cross_entropy import sparse_softmax_cross_entropy
+from official_bert import ops as kernel_ops
 
 # Keeps the masked-LM average finite for a batch whose weights are all zero, as the original did.
 _WEIGHT_EPSILON = 1e-5
+
+
+def sparse_softmax_cross_entropy(labels, logits):
+  """Per-row `-log softmax(logits)[label]` in float32, by the kernel backend current when traced.
+
+  Args:
+    labels: int `[...]`, each in `[0, classes)`.
+    logits: float `[..., classes]`.
+
+  Returns:
+    float32 `[...]`.
+  """
+  return kernel_ops.kernels().sparse_softmax_cross_entropy(labels, logits)
 
 
 def masked_lm_loss(labels, logits, weights):

@@ -12,6 +12,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from official_bert import ops
 from official_bert.training import distribution
 
 DTYPES = {"float32": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
@@ -31,12 +32,14 @@ class EngineConfig:
     dtype: `float32`, or `float16` / `bfloat16` for mixed precision (Keras policies
       `mixed_float16` / `mixed_bfloat16`: float32 weights, half-precision compute; float16 adds
       dynamic loss scaling).
-    enable_xla: compile the training, evaluation and prediction steps with XLA, on one device:
-      the whole step (forward, backward and optimizer update) becomes one XLA program, which
-      fuses the element-wise work between the products; measured faster than the TensorFlow graph
-      on CPU from BERT-Tiny to BERT-Base (`benchmarks/pretraining_throughput.py` and the README's
-      table). With several replicas the steps run as
-      TensorFlow graphs; TPUs always compile.
+    enable_xla: compile the training, evaluation and prediction steps with XLA, which fuses the
+      element-wise work between the products; measured faster than the TensorFlow graph on CPU
+      from BERT-Tiny to BERT-Base (`benchmarks/pretraining_throughput.py` and the README's
+      table). On one device the whole step (forward, backward and optimizer update) is one XLA
+      program; with several replicas each replica's forward and backward pass is, and the
+      gradients' all-reduce and the update run around it (see `Trainer`). TPUs always compile.
+    kernels: the forms of the few backend-specific kernels (`official_bert.ops`): `stock`,
+      `cpu_xla`, or `auto`: `cpu_xla` when the replicas are CPUs, else `stock`.
     steps_per_loop: training steps inside one `tf.function` call, so that Python runs once per
       loop rather than once per step.
     gradient_accumulation_steps: split each replica's batch into this many micro-batches and
@@ -60,6 +63,7 @@ class EngineConfig:
   gcp_project: str = None
   dtype: str = "float32"
   enable_xla: bool = True
+  kernels: str = "auto"
   steps_per_loop: int = 1000
   gradient_accumulation_steps: int = 1
   log_steps: int = 100
@@ -74,6 +78,8 @@ class EngineConfig:
   def __post_init__(self):
     if self.dtype not in DTYPES:
       raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
+    if self.kernels not in ops.CHOICES:
+      raise ValueError(f"kernels must be one of {', '.join(ops.CHOICES)}, got {self.kernels!r}.")
     if self.distribution_strategy not in distribution.STRATEGIES:
       raise ValueError(f"distribution_strategy must be one of "
                        f"{', '.join(distribution.STRATEGIES)}, got {self.distribution_strategy!r}.")
@@ -87,7 +93,7 @@ class EngineConfig:
 
     Call it once at the start, before building models: it creates the strategy (which must come
     before any other TensorFlow work for multi-worker training), sets the Keras dtype policy
-    that new layers pick up, and turns on determinism and seeds.
+    and the kernel backend that new layers pick up, and turns on determinism and seeds.
 
     Returns:
       The `tf.distribute.Strategy`; build the model and optimizer in its `scope()`.
@@ -101,9 +107,10 @@ class EngineConfig:
     strategy = distribution.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu,
                                          self.tpu_zone, self.gcp_project)
     keras.mixed_precision.set_global_policy(DTYPES[self.dtype])
+    ops.set_kernel_backend(ops.resolve_backend(self.kernels, distribution.device_type(strategy)))
     if self.deterministic:
       tf.config.experimental.enable_op_determinism()
     if self.deterministic or self.seed is not None:
       keras.utils.set_random_seed(0 if self.seed is None else self.seed)
-    logging.info("Engine: %s", self)
+    logging.info("Engine: %s; %s kernels.", self, ops.kernel_backend())
     return strategy

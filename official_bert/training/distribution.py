@@ -70,6 +70,17 @@ def get_strategy(distribution_strategy="one_device", num_gpus=0, tpu_address=Non
   return strategy
 
 
+def device_type(strategy):
+  """`CPU`, `GPU` or `TPU`: the type of the devices that the strategy's replicas run on.
+
+  Example:
+
+  >>> device_type(tf.distribute.OneDeviceStrategy("/cpu:0"))
+  'CPU'
+  """
+  return tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+
+
 def is_multi_worker(strategy):
   return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 

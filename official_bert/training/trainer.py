@@ -33,9 +33,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from official_bert import ops
 from official_bert.training import checkpointing, distribution, optimization, progress
 from official_bert.training.config import EngineConfig
-from official_bert.training.gradient_norm import global_norm
 
 _ALL_STEPS = 2**31 - 1
 
@@ -92,18 +92,28 @@ class Trainer:
     self._trackables = dict(model=model, global_step=self.global_step, random_states=random_states)
     if optimizer is not None:
       self._trackables["optimizer"] = optimizer
-    # XLA compiles the whole step of a single replica. With several, the optimizer's cross-replica
-    # synchronisation cannot sit inside an XLA program, and compiled pieces called from the
-    # replicas' threads do not keep to their replica's device, so their steps stay graphs.
-    compile_step = (lambda fn: tf.function(fn, jit_compile=True)) if (
-        config.enable_xla and not self._distributed) else (lambda fn: fn)
-    self._replica_train_step = compile_step(self._train_step)
-    self._replica_eval_step = compile_step(self._eval_step)
-    self._replica_predict_step = compile_step(self._predict)
+    self._kernels = ops.kernels()
+    # XLA compiles what a replica computes alone. On one device that is the whole step. With
+    # several replicas, the gradients' all-reduce and Keras' optimizer update are synchronisation
+    # points (`merge_call` into the cross-replica context, updating every replica's copy of the
+    # variables), which a nested `tf.function` refuses to trace; there each replica compiles its
+    # forward and backward pass, and the reduction and update run around it as a graph. The
+    # compiled functions are called from plain Python functions: `MirroredStrategy.run` given a
+    # compiled `tf.function` itself (on anything but GPUs only) wraps all replicas' calls into one
+    # copy of it, one XLA program on the first device, which then fails on the other replicas'
+    # variables. TPUs compile everything themselves.
+    xla = config.enable_xla and not distribution.is_tpu(strategy)
+    compiled = (lambda fn: tf.function(fn, jit_compile=True)) if xla else (lambda fn: fn)
+    whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
+    self._replica_train_step = whole(self._train_step)
+    self._replica_gradients = parts(self._local_gradients)
+    self._replica_eval_step = whole(self._eval_step)
+    self._replica_eval_logs = parts(lambda features, labels: self._logs(features, labels, False))
+    self._replica_predict_step = compiled(self._predict)
     self._train_loop = tf.function(self._loop)
     self._eval_loop = tf.function(self._eval)
     self._predict_step = tf.function(
-        lambda features: strategy.run(self._replica_predict_step, args=(features,)),
+        lambda features: strategy.run(lambda f: self._replica_predict_step(f), args=(features,)),
         reduce_retracing=True)
     self._spec = self._variables = None
     # The checkpoint `restore` read last (not always the newest: see `restore`).
@@ -219,11 +229,11 @@ class Trainer:
 
   def _train_step(self, features, labels):
     """One optimizer step on this replica's batch; returns losses and metrics of all replicas."""
-    grads, logs = self._local_gradients(features, labels)
+    grads, logs = self._replica_gradients(features, labels)
     replicas = self.strategy.num_replicas_in_sync
     if replicas > 1:
       grads, logs = tf.distribute.get_replica_context().all_reduce("sum", (grads, logs))
-    norm = global_norm(grads) / optimization.loss_scale(self.optimizer)
+    norm = self._kernels.global_norm(grads) / optimization.loss_scale(self.optimizer)
     if self.config.clip_norm:
       grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
     if replicas > 1:
@@ -320,7 +330,7 @@ class Trainer:
     return sums
 
   def _eval_step(self, features, labels):
-    logs = self._logs(features, labels, training=False)
+    logs = self._replica_eval_logs(features, labels)
     examples = logs["examples"]
     # A replica left without data at the end of the set gets an empty batch, whose mean is NaN.
     logs["losses"] = {name: tf.where(examples > 0, value * examples, 0.0)

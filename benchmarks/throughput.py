@@ -1,0 +1,165 @@
+"""What the throughput benchmarks share: random pre-training batches, FLOP counts, a matmul peak,
+and the two trainers timed side by side (this package's `Trainer` and KerasHub's `Model.fit`).
+
+Training FLOPs per step (forward + backward = 3 x forward, a matmul of m x k by k x n = 2mkn):
+
+    6 * 12 * L * H^2 * B * S        transformer matmuls: 12 H^2 weights per layer, B * S tokens
+  + 12 * L * B * S^2 * H            attention scores and their weighted sum (2 * 2 S^2 H forward)
+  + 6 * (H * V + H^2) * B * P       MLM transform and vocabulary projection, masked positions only
+
+(embedding lookups, the pooler, layer norms, softmax and the optimizer are left out).
+"""
+
+import tempfile
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_bert import BertConfig, BertPretrainer
+from official_bert.models.losses import pretraining_losses
+from official_bert.pretraining.task import pretraining_metrics
+from official_bert.training import EngineConfig, Trainer, create_optimizer
+
+VOCAB = 30522
+
+
+def encoder_flops(layers, hidden, tokens, seq):
+  """Forward FLOPs of the encoder's matrix products over `tokens` tokens in sequences of `seq`."""
+  return 2 * 12 * layers * hidden**2 * tokens + 4 * layers * tokens * seq * hidden
+
+
+def training_flops(layers, hidden, batch, seq, predictions):
+  """Training FLOPs of one pre-training step (see the module docstring)."""
+  masked_lm = 2 * (hidden * VOCAB + hidden**2) * batch * predictions
+  return 3 * (encoder_flops(layers, hidden, batch * seq, seq) + masked_lm)
+
+
+def matmul_peak(dtype="float32", size=4096, repeats=5, chain=8):
+  """The best FLOP/s of `chain` XLA-compiled products of two `size` x `size` matrices of `dtype`.
+
+  Chained in one program so that a GPU's launch latency does not count.
+  """
+  a = tf.random.normal((size, size), dtype=tf.float32)
+  a, b = tf.cast(a, dtype), tf.cast(tf.transpose(a) / size, dtype)
+
+  @tf.function(jit_compile=True)
+  def products(x):
+    for _ in range(chain):
+      x = tf.matmul(x, b)
+    return x
+
+  products(a).numpy()
+  best = min(timed(lambda: products(a).numpy()) for _ in range(repeats))
+  return chain * 2 * size**3 / best
+
+
+def timed(fn):
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
+def random_batch(batch, seq, predictions, seed=0):
+  """One pre-training batch of random ids: `(features, labels)` as the reader gives them."""
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(1000, VOCAB, (batch, seq)).astype("int32")
+  positions = np.sort(rng.random((batch, seq - 1)).argsort(-1)[:, :predictions] + 1, -1)
+  features = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+              "input_type_ids": (np.arange(seq) >= seq // 2).astype("int32")[None].repeat(batch, 0),
+              "masked_lm_positions": positions.astype("int32")}
+  labels = {"masked_lm_ids": np.take_along_axis(ids, positions, 1),
+            "masked_lm_weights": np.ones((batch, predictions), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+  return features, labels
+
+
+def bert_config(layers, hidden):
+  return BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
+                    num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
+                    max_position_embeddings=512)
+
+
+class Ours:
+  """The package's `Trainer` on one fixed batch; each timed window is one `train` call.
+
+  Args:
+    layers, hidden, batch, steps: the model, the batch and the steps per timed window.
+    seq, predictions: sequence length and masked positions per sequence.
+    xla, dtype, kernels: `EngineConfig` settings.
+    num_gpus: 0 for the CPU, 1 for the first GPU.
+  """
+
+  def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, xla=True,
+               dtype="float32", kernels="auto", num_gpus=0):
+    self.steps, self.step = steps, steps
+    engine = EngineConfig(enable_xla=xla, kernels=kernels, steps_per_loop=steps, log_steps=steps,
+                          save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
+    strategy = engine.setup()
+    with strategy.scope():
+      model = BertPretrainer(bert_config(layers, hidden))
+      optimizer = create_optimizer("adamw", 1e-4, 10**6, 10, dtype=dtype)
+    self.model_dir = tempfile.TemporaryDirectory(prefix="throughput-")  # removed with self
+    self.trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
+                           model_dir=self.model_dir.name, config=engine,
+                           metrics_fn=pretraining_metrics)
+    batch_data = random_batch(batch, seq, predictions)
+    self.dataset_fn = lambda _: tf.data.Dataset.from_tensors(batch_data).repeat()
+    self.trainer.train(self.dataset_fn, self.step)  # compiles
+
+  def sequences_per_second(self):
+    self.step += self.steps
+    return self.trainer.train(self.dataset_fn, self.step)["examples_per_second"]
+
+
+class KerasHub:
+  """KerasHub's BERT backbone and MLM head under `Model.fit` (`jit_compile=True`)."""
+
+  def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, dtype="float32"):
+    import keras_hub  # pylint: disable=import-outside-toplevel
+    keras.mixed_precision.set_global_policy(
+        {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[dtype])
+    self.steps = steps
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB, num_layers=layers, num_heads=max(1, hidden // 64),
+        hidden_dim=hidden, intermediate_dim=4 * hidden, max_sequence_length=512)
+    inputs = dict(backbone.input, mask_positions=keras.Input((None,), dtype="int32"))
+    encoded = backbone(backbone.input)
+    mlm = keras_hub.layers.MaskedLMHead(
+        vocabulary_size=VOCAB, token_embedding=backbone.token_embedding,
+        intermediate_activation="gelu", name="mlm")(encoded["sequence_output"],
+                                                    inputs["mask_positions"])
+    nsp = keras.layers.Dense(2, name="nsp")(encoded["pooled_output"])
+    self.model = keras.Model(inputs, {"mlm": mlm, "nsp": nsp})
+    optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
+    if dtype == "float16":
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    self.model.compile(
+        optimizer=optimizer,
+        loss={"mlm": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+        jit_compile=True, steps_per_execution=steps)
+    features, labels = random_batch(batch, seq, predictions)
+    x = {"token_ids": features["input_word_ids"], "padding_mask": features["input_mask"],
+         "segment_ids": features["input_type_ids"],
+         "mask_positions": features["masked_lm_positions"]}
+    y = {"mlm": labels["masked_lm_ids"], "nsp": labels["next_sentence_labels"]}
+    weights = {"mlm": labels["masked_lm_weights"], "nsp": np.ones(batch, "float32")}
+    self.dataset = tf.data.Dataset.from_tensors((x, y, weights)).repeat()
+    self.batch = batch
+    self._fit(executions=1)  # compiles
+
+  def _fit(self, executions):
+    """Runs `executions` x `steps` steps; returns the seconds of each execution but the first."""
+    ends = []
+    callback = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: ends.append(time.perf_counter()))
+    self.model.fit(self.dataset, steps_per_epoch=executions * self.steps, epochs=1, verbose=0,
+                   callbacks=[callback])
+    return np.diff(ends)
+
+  def sequences_per_second(self):
+    # Timed between the ends of two `steps_per_execution` calls, like the Trainer's log interval:
+    # `fit`'s own set-up is left out.
+    return self.steps * self.batch / self._fit(executions=2).min()

@@ -1,0 +1,93 @@
+"""The few kernels of the training step that have a backend-specific form, chosen in one place.
+
+Each kernel exists twice, under the same name and as the same mathematical function:
+
+* `stock` (`ops/stock.py`): the plain TensorFlow / Keras forms (an einsum, `tf.nn` dropout and
+  cross-entropy, automatic differentiation, `tf.linalg.global_norm`, Keras' GELU), what a GPU or
+  TPU compiler is tuned for;
+* `cpu_xla` (`ops/cpu_xla.py`): forms shaped for XLA's CPU backend (a hashed dropout fused into
+  the step, one-pass cross-entropy and tied-projection gradients, a row-wise gradient norm).
+
+The backend is process-wide: `EngineConfig.setup()` sets it (`EngineConfig.kernels`, the
+`--kernels` flag) before any model is built; `auto` is `cpu_xla` when the strategy's replicas are
+CPUs and `stock` on GPUs and TPUs. Layers read it when they are constructed and keep their choice
+(it is not part of their config, so a model saved on one backend loads on another); functions
+such as the losses read it when they are traced. Before any `set_kernel_backend`, the backend is
+that of `auto` for the visible devices.
+
+Example:
+
+>>> with use_kernels("stock"):
+...   kernels().__name__
+'official_bert.ops.stock'
+"""
+
+import contextlib
+
+import tensorflow as tf
+
+from official_bert.ops import cpu_xla, stock
+
+BACKENDS = {"stock": stock, "cpu_xla": cpu_xla}
+# What each backend's module defines (`stock.py` gives their contracts).
+KERNELS = ("dropout", "sparse_softmax_cross_entropy", "project_onto_table", "matmul_transposed",
+           "gelu", "global_norm")
+CHOICES = ("auto", *BACKENDS)
+
+_backend = None
+
+
+def resolve_backend(name, device_type):
+  """The backend that `name` selects for replicas of `device_type`.
+
+  Args:
+    name: `auto`, `stock` or `cpu_xla`.
+    device_type: `CPU`, `GPU` or `TPU`, the type of the devices the steps run on.
+
+  Returns:
+    `stock` or `cpu_xla`: `auto` gives `cpu_xla` on CPUs and `stock` elsewhere, since the
+    `cpu_xla` forms were measured faster only on XLA's CPU backend.
+  """
+  if name not in CHOICES:
+    raise ValueError(f"kernels must be one of {', '.join(CHOICES)}, got {name!r}.")
+  if name != "auto":
+    return name
+  return "cpu_xla" if device_type.upper() == "CPU" else "stock"
+
+
+def set_kernel_backend(name):
+  """Selects the kernels of layers constructed and functions traced from now on.
+
+  Args:
+    name: `stock` or `cpu_xla`.
+  """
+  global _backend
+  if name not in BACKENDS:
+    raise ValueError(f"kernel backend must be one of {', '.join(BACKENDS)}, got {name!r}.")
+  _backend = name
+
+
+def kernel_backend():
+  """The current backend's name; before any `set_kernel_backend`, `auto`'s for this machine."""
+  if _backend is not None:
+    return _backend
+  # Physical devices can be listed before the runtime starts, unlike logical ones.
+  accelerated = tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU")
+  return resolve_backend("auto", "GPU" if accelerated else "CPU")
+
+
+def kernels(name=None):
+  """The module of backend `name` (the current backend by default), defining the `KERNELS`."""
+  return BACKENDS[name or kernel_backend()]
+
+
+@contextlib.contextmanager
+def use_kernels(name):
+  """Selects backend `name` inside a `with` block, then restores the previous choice."""
+  global _backend
+  previous = _backend
+  set_kernel_backend(name)
+  try:
+    yield
+  finally:
+    _backend = previous

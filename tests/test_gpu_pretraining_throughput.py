@@ -1,0 +1,26 @@
+"""`benchmarks/gpu_pretraining_throughput.py --smoke` runs on any device and prints its table."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_the_gpu_benchmark_prints_every_workload_in_its_smoke_setting():
+  result = subprocess.run(
+      [sys.executable, str(ROOT / "benchmarks" / "gpu_pretraining_throughput.py"), "--smoke",
+       "--nokerashub"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+      env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert re.search(r"bfloat16 matmul peak [\d.]+ TFLOP/s", result.stdout), result.stdout
+  rows = re.findall(r"^tiny L2/H64\s+(.+?)\s+ours\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%$",
+                    result.stdout, re.MULTILINE)
+  assert [workload for workload, *_ in rows] == [
+      "pretrain seq 16", "pretrain seq 32", "squad seq 24", "inference seq 16"], result.stdout
+  assert all(float(speed) > 0 for _, speed, _, _ in rows)
