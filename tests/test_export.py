@@ -17,6 +17,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 from official_bert import (
@@ -33,11 +34,13 @@ from official_bert.checkpoints import save_model_dir
 from official_bert.data import classifier_data, classifier_features, conll, squad, swag
 from official_bert.export import (
   export_classifier,
+  export_encoder,
   export_model_dir,
   export_multiple_choice,
   export_span_labeler,
   export_token_classifier,
 )
+from official_bert.export.signatures import bucket_lengths
 
 SMALL_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
@@ -567,3 +570,78 @@ def test_invalid_arguments_fail_before_writing(tmp_path, small_classifier):
   with pytest.raises(ValueError, match="max_query_length"):
     export_span_labeler(span, tmp_path / "c", max_query_length=14, **options)
   assert os.listdir(tmp_path) == ["vocab"]
+
+
+def test_bucket_lengths():
+  assert bucket_lengths(128) == (16, 32, 64, 128)
+  assert bucket_lengths(384) == (16, 32, 64, 128, 256, 384)
+  assert bucket_lengths(24) == (16, 24)
+  assert bucket_lengths(10) == (10,)
+  assert bucket_lengths(128, ()) == (128,)
+  assert bucket_lengths(128, [96, 24, 24]) == (24, 96, 128)
+  for bad in ([2], [129], [16.5], [True]):
+    with pytest.raises(ValueError, match="between 3 and max_seq_length"):
+      bucket_lengths(128, bad)
+
+
+# Mixed lengths: a batch of short texts fits the 16 bucket, one long text needs all 64.
+SHORT_TEXTS = ["the cat sat", "a dog ran in the park", "what?"]
+MIXED_TEXTS = SHORT_TEXTS + ["the cat sat on the mat and the dog ran in the park " * 4]
+
+
+def _agree_within_bucket(bucketed, padded, bucket, axis=1):
+  """Equal on the first `bucket` positions of the sequence `axis` (padding in it included: each
+  position attends to the real tokens only), and zero after them, where the bucketed model did
+  not run."""
+  bucketed, padded = np.asarray(bucketed), np.asarray(padded)
+  assert bucketed.shape == padded.shape
+  within = (slice(None),) * axis + (slice(None, bucket),)
+  np.testing.assert_allclose(bucketed[within], padded[within], **TOLERANCE)
+  after = (slice(None),) * axis + (slice(bucket, None),)
+  assert not bucketed[after].any()
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_buckets_do_not_change_results(tmp_path, jit_compile):
+  """Bucketed exports agree with ones padded to max_seq_length, on short and mixed batches."""
+  vocab_file = _write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
+  config = BertConfig(vocab_size=len(SMALL_VOCAB), hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=32)
+  options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=64)
+  classifier, span = BertClassifier(config, num_classes=3), BertSpanLabeler(config)
+  loaded = {}
+  for name, buckets in (("padded", ()), ("bucketed", None)):
+    common = dict(options, buckets=buckets, jit_compile=jit_compile)
+    loaded[name] = {
+        "classifier": export_classifier(classifier, tmp_path / name / "classifier", **common),
+        "encoder": export_encoder(classifier.encoder, tmp_path / name / "encoder", **common),
+        "span": export_span_labeler(span, tmp_path / name / "span", max_query_length=8,
+                                    **common)}
+    loaded[name] = {kind: tf.saved_model.load(str(path)).signatures["serving_default"]
+                    for kind, path in loaded[name].items()}
+  for texts, bucket in ((SHORT_TEXTS, 16), (MIXED_TEXTS, 64)):
+    text = tf.constant(texts)
+    padded, bucketed = ({kind: function(**inputs) for kind, function, inputs in (
+        ("classifier", signatures["classifier"], {"text": text}),
+        ("encoder", signatures["encoder"], {"text": text}),
+        ("span", signatures["span"], {"question": tf.constant(["what?"] * len(texts)),
+                                      "context": text}))}
+        for signatures in (loaded["padded"], loaded["bucketed"]))
+    for output in ("logits", "probabilities", "label_id"):
+      np.testing.assert_allclose(bucketed["classifier"][output], padded["classifier"][output],
+                                 **TOLERANCE)
+    mask = padded["encoder"]["input_mask"].numpy()
+    assert mask.sum(-1).max() > 16 if bucket == 64 else mask.sum(-1).max() <= 16
+    assert bucketed["encoder"]["input_mask"].numpy().tolist() == mask.tolist()
+    _agree_within_bucket(bucketed["encoder"]["sequence_output"],
+                         padded["encoder"]["sequence_output"], bucket)
+    _agree_within_bucket(bucketed["encoder"]["encoder_outputs"],
+                         padded["encoder"]["encoder_outputs"], bucket, axis=2)
+    np.testing.assert_allclose(bucketed["encoder"]["pooled_output"],
+                               padded["encoder"]["pooled_output"], **TOLERANCE)
+    for output in ("start_logits", "end_logits"):
+      _agree_within_bucket(bucketed["span"][output], padded["span"][output], bucket)
+    for output in ("answer_text", "answer_start", "answer_end"):
+      assert bucketed["span"][output].numpy().tolist() == padded["span"][output].numpy().tolist()
+    np.testing.assert_allclose(bucketed["span"]["answer_score"], padded["span"]["answer_score"],
+                               **TOLERANCE)
