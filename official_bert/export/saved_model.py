@@ -40,6 +40,19 @@ Multiple choice (`export_multiple_choice`, SWAG):
 
 Raw text longer than S is truncated as in training (longest segment first); a SQuAD context keeps
 its first window only.
+
+Buckets: the model runs a raw-text (or `serve_examples`) batch at the smallest of the export's
+`buckets` (default 16, 32, 64, ... below S, then S) that holds the batch's longest sequence, so
+short requests cost less and an XLA-compiled model compiles once per bucket and batch size. The
+outputs keep the shapes above: positions past the bucket are zero (`logits` 0, so the token
+classifier's `probabilities` are uniform there), as they are past `input_mask`, which clients
+already ignore; every position up to the bucket, and every output without a sequence axis, is
+what the model gives at length S. `serve_token_ids` runs at the length the client sends.
+
+XLA: with `jit_compile=True` the model part of every signature is a `tf.function` compiled with
+XLA (tensorflow-text's ops have no XLA kernels, so the tokenizer stays outside); the SavedModel
+keeps that attribute, and `tf.saved_model.load` and TF Serving compile it on the first call of
+each input shape.
 """
 
 import os
