@@ -95,7 +95,7 @@ for cell in job["cells"]:
     ids = rng.integers(len(job["special"]), job["vocab_size"], (batch, seq)).astype("int32")
     inputs = {"input_word_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
               "input_type_ids": tf.zeros_like(ids)}
-  timed(call, inputs)  # traces, and compiles with XLA
+  cell["first"] = timed(call, inputs)  # traces, and compiles with XLA
   if batch == 1:
     times = [timed(call, inputs) for _ in range(job["latency_calls"])]
     cell.update(p50=float(np.percentile(times, 50)), p99=float(np.percentile(times, 99)),
@@ -157,20 +157,21 @@ def keras_rate(model, batch, seq, calls, seconds):
     call(inputs)["logits"].numpy()
     return time.perf_counter() - start
 
-  timed()
+  first = timed()
   if batch == 1:
     times = [timed() for _ in range(calls)]
     return {"p50": float(np.percentile(times, 50)), "p99": float(np.percentile(times, 99)),
-            "rate": 1 / float(np.median(times))}
+            "rate": 1 / float(np.median(times)), "first": first}
   elapsed, done = 0.0, 0
   while done < 2 or elapsed < seconds:
     elapsed += timed()
     done += 1
-  return {"rate": batch * done / elapsed}
+  return {"rate": batch * done / elapsed, "first": first}
 
 
 def torch_rate(config, batch, seq, seconds):
-  """Hugging Face `BertModel` under `torch.compile` on random ids (sequences/s), or None."""
+  """Hugging Face `BertModel` under `torch.compile` on random ids: `first` call seconds and
+  `rate` (sequences/s), or None without torch and transformers."""
   if not (importlib.util.find_spec("torch") and importlib.util.find_spec("transformers")):
     return None
   import torch  # pylint: disable=import-outside-toplevel
@@ -182,14 +183,16 @@ def torch_rate(config, batch, seq, seconds):
   compiled = torch.compile(model)
   ids = torch.randint(len(SPECIAL), config.vocab_size, (batch, seq))
   with torch.inference_mode():
+    start = time.perf_counter()
     compiled(input_ids=ids)
+    first = time.perf_counter() - start
     elapsed, done = 0.0, 0
     while done < 2 or elapsed < seconds:
       start = time.perf_counter()
       compiled(input_ids=ids)
       elapsed += time.perf_counter() - start
       done += 1
-  return batch * done / elapsed
+  return {"first": first, "rate": batch * done / elapsed}
 
 
 def main(argv):
@@ -199,7 +202,7 @@ def main(argv):
     sizes, seq_lengths, batch_sizes = {"smoke": SMOKE}, [32], [4]
     latency_calls, seconds = 3, 0.1
   else:
-    sizes = {name: configs.preset(name) for name in FLAGS.configs}
+    sizes = {name: configs.get_preset(name) for name in FLAGS.configs}
     seq_lengths = [int(s) for s in FLAGS.seq_lengths]
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
     latency_calls, seconds = FLAGS.latency_calls, FLAGS.seconds
@@ -237,9 +240,9 @@ def main(argv):
                          seq=seq, batch=batch, model="classifier Keras", xla=False,
                          signature="in-process", peak=result["peak"],
                          flops=forward_flops(config, seq)))
-        rate = torch_rate(config, batch, seq, seconds)
-        rows.append(dict(config=name, seq=seq, batch=batch, model="HF torch.compile", xla=None,
-                         signature="token ids", rate=rate, peak=result["peak"],
+        rows.append(dict(torch_rate(config, batch, seq, seconds) or {"rate": None}, config=name,
+                         seq=seq, batch=batch, model="HF torch.compile", xla=None,
+                         signature="token ids", peak=result["peak"],
                          flops=forward_flops(config, seq)))
       print(f"{name} seq {seq} done: {load_average()}, matmul peak "
             f"{result['peak'] / 1e9:.0f} GFLOP/s", flush=True)
@@ -252,12 +255,12 @@ def print_table(rows):
   """One line per cell; the tokenizer's share compares a raw-text cell with its token-id twin."""
   by_key = {(r["config"], r["seq"], r["batch"], r["model"], r["xla"], r["signature"]): r
             for r in rows}
-  print("\nconfig        seq  batch  model                 XLA  signature        "
+  print("\nconfig        seq  batch  model                 XLA  signature       1st ms  "
         "p50 ms  p99 ms    seq/s  GFLOP/s  % peak  tokenizer")
   for r in rows:
     if r["rate"] is None:
       print(f"{r['config']:<12} {r['seq']:>4} {r['batch']:>6}  {r['model']:<21} {'-':>3}  "
-            f"{r['signature']:<15} {'not installed':>40}")
+            f"{r['signature']:<15} {'not installed':>48}")
       continue
     gflops = r["rate"] * r["flops"] / 1e9
     latency = (f"{r['p50'] * 1e3:7.2f} {r['p99'] * 1e3:7.2f}" if r["batch"] == 1
@@ -268,7 +271,7 @@ def print_table(rows):
       share = f"{max(0.0, 1 - r['rate'] / ids['rate']):7.0%}"
     xla = "-" if r["xla"] is None else "on" if r["xla"] else "off"
     print(f"{r['config']:<12} {r['seq']:>4} {r['batch']:>6}  {r['model']:<21} "
-          f"{xla:>3}  {r['signature']:<15} {latency} "
+          f"{xla:>3}  {r['signature']:<15} {r['first'] * 1e3:7.1f} {latency} "
           f"{r['rate']:8.1f} {gflops:8.1f} {gflops * 1e9 / r['peak']:7.1%}  {share}")
   peaks = sorted({r["peak"] for r in rows})
   print(f"float32 matmul peak in the serving processes: {peaks[0] / 1e9:.0f} to "
