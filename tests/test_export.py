@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from conftest import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 from official_bert import (
@@ -657,3 +658,23 @@ def test_buckets_do_not_change_results(tmp_path, jit_compile):
       assert bucketed["span"][output].numpy().tolist() == padded["span"][output].numpy().tolist()
     np.testing.assert_allclose(bucketed["span"]["answer_score"], padded["span"]["answer_score"],
                                **TOLERANCE)
+
+
+def _xla_functions(export_dir):
+  """Names of the SavedModel's functions marked for XLA compilation."""
+  saved = saved_model_pb2.SavedModel()
+  saved.ParseFromString((pathlib.Path(export_dir) / "saved_model.pb").read_bytes())
+  return [f.signature.name for f in saved.meta_graphs[0].graph_def.library.function
+          if f.attr["_XlaMustCompile"].b]
+
+
+def test_jit_compile_is_kept_in_the_saved_model(tmp_path, small_classifier):
+  model, options = small_classifier
+  export_classifier(model, tmp_path / "graph", **options)
+  export_classifier(model, tmp_path / "xla", jit_compile=True, **options)
+  assert not _xla_functions(tmp_path / "graph")
+  assert _xla_functions(tmp_path / "xla")
+  ids = {"input_word_ids": tf.constant([[2, 5, 6, 3, 0]]),
+         "input_mask": tf.constant([[1, 1, 1, 1, 0]]), "input_type_ids": tf.zeros([1, 5], tf.int32)}
+  served = tf.saved_model.load(str(tmp_path / "xla")).signatures["serve_token_ids"](**ids)
+  np.testing.assert_allclose(served["logits"], model(ids)["logits"], **TOLERANCE)
