@@ -17,6 +17,8 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from conftest import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 from official_bert import (
@@ -33,11 +35,13 @@ from official_bert.checkpoints import save_model_dir
 from official_bert.data import classifier_data, classifier_features, conll, squad, swag
 from official_bert.export import (
   export_classifier,
+  export_encoder,
   export_model_dir,
   export_multiple_choice,
   export_span_labeler,
   export_token_classifier,
 )
+from official_bert.export.signatures import bucket_lengths
 
 SMALL_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
@@ -298,7 +302,7 @@ class _Exports:
     texts = [" ".join(s.words) for s in sentences]
     tokens = [["[CLS]", *tokenizer.tokenize(text), "[SEP]"] for text in texts]
     self.expected["tagger"] = {
-        "logits": np.asarray(model(inputs)["logits"]),
+        "logits": np.asarray(model(inputs)["logits"]), "input_mask": inputs["input_mask"],
         "tokens": [row + ["[PAD]"] * (64 - len(row)) for row in tokens]}
     self.requests += [_text_request("tagger/text", directory, text=texts),
                       _ids_request("tagger/ids", directory, inputs)]
@@ -362,6 +366,12 @@ def fixture_served(tmp_path_factory):
   return {"results": loaded["results"], "signatures": loaded["signatures"],
           "cli": loaded["cli"], "expected": exports.expected, "moved": moved,
           "vocab_contents": vocab_contents, "real": exports.real}
+
+
+def _bucket_of(mask, seq_length):
+  """The default bucket of a batch with this input mask."""
+  longest = np.asarray(mask).sum(-1).max()
+  return min(length for length in bucket_lengths(seq_length) if length >= longest)
 
 
 def _close(actual, expected):
@@ -454,9 +464,11 @@ def _expected_span(features, start_logits, end_logits, max_answer_length=6):
 @pytest.mark.slow
 def test_span_labeler_matches_and_answers_in_graph(served):
   expected = served["expected"]["span"]
-  for key in ("span/text", "span/ids"):
-    _close(served["results"][key]["start_logits"], expected["start_logits"])
-    _close(served["results"][key]["end_logits"], expected["end_logits"])
+  # The raw-text batch runs in the smallest bucket that holds it; the ids as given.
+  bucket = _bucket_of(_as_inputs(expected["features"])["input_mask"], 64)
+  for name in ("start_logits", "end_logits"):
+    _agree_within_bucket(served["results"]["span/text"][name], expected[name], bucket)
+    _close(served["results"]["span/ids"][name], expected[name])
   result = served["results"]["span/text"]
   tokenizer = expected["tokenizer"]
   spans = _expected_span(expected["features"], expected["start_logits"], expected["end_logits"])
@@ -497,11 +509,15 @@ def test_encoder_from_a_pretrained_folder_matches(served):
 @pytest.mark.slow
 def test_token_classifier_matches_and_returns_the_wordpieces(served):
   expected = served["expected"]["tagger"]
-  for key in ("tagger/text", "tagger/ids"):
+  # Past its bucket the raw-text batch has zero logits, so uniform probabilities and tag 0.
+  bucket = _bucket_of(expected["input_mask"], 64)
+  text_logits = expected["logits"].copy()
+  text_logits[:, bucket:] = 0
+  for key, logits in (("tagger/text", text_logits), ("tagger/ids", expected["logits"])):
     result = served["results"][key]
-    _close(result["logits"], expected["logits"])
-    _close(result["probabilities"], _softmax(expected["logits"]))
-    assert result["label"] == [[TAGS[i] for i in row] for row in expected["logits"].argmax(-1)]
+    _close(result["logits"], logits)
+    _close(result["probabilities"], _softmax(logits))
+    assert result["label"] == [[TAGS[i] for i in row] for row in logits.argmax(-1)]
   assert served["results"]["tagger/text"]["tokens"] == expected["tokens"]
 
 
@@ -567,3 +583,98 @@ def test_invalid_arguments_fail_before_writing(tmp_path, small_classifier):
   with pytest.raises(ValueError, match="max_query_length"):
     export_span_labeler(span, tmp_path / "c", max_query_length=14, **options)
   assert os.listdir(tmp_path) == ["vocab"]
+
+
+def test_bucket_lengths():
+  assert bucket_lengths(128) == (16, 32, 64, 128)
+  assert bucket_lengths(384) == (16, 32, 64, 128, 256, 384)
+  assert bucket_lengths(24) == (16, 24)
+  assert bucket_lengths(10) == (10,)
+  assert bucket_lengths(128, ()) == (128,)
+  assert bucket_lengths(128, [96, 24, 24]) == (24, 96, 128)
+  for bad in ([2], [129], [16.5], [True]):
+    with pytest.raises(ValueError, match="between 3 and max_seq_length"):
+      bucket_lengths(128, bad)
+
+
+# Mixed lengths: a batch of short texts fits the 16 bucket, one long text needs all 64.
+SHORT_TEXTS = ["the cat sat", "a dog ran in the park", "what?"]
+MIXED_TEXTS = SHORT_TEXTS + ["the cat sat on the mat and the dog ran in the park " * 4]
+
+
+def _agree_within_bucket(bucketed, padded, bucket, axis=1):
+  """Equal on the first `bucket` positions of the sequence `axis` (padding in it included: each
+  position attends to the real tokens only), and zero after them, where the bucketed model did
+  not run."""
+  bucketed, padded = np.asarray(bucketed), np.asarray(padded)
+  assert bucketed.shape == padded.shape
+  within = (slice(None),) * axis + (slice(None, bucket),)
+  np.testing.assert_allclose(bucketed[within], padded[within], **TOLERANCE)
+  after = (slice(None),) * axis + (slice(bucket, None),)
+  assert not bucketed[after].any()
+
+
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_buckets_do_not_change_results(tmp_path, jit_compile):
+  """Bucketed exports agree with ones padded to max_seq_length, on short and mixed batches."""
+  vocab_file = _write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
+  config = BertConfig(vocab_size=len(SMALL_VOCAB), hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=32)
+  options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=64)
+  classifier, span = BertClassifier(config, num_classes=3), BertSpanLabeler(config)
+  loaded = {}
+  for name, buckets in (("padded", ()), ("bucketed", None)):
+    common = dict(options, buckets=buckets, jit_compile=jit_compile)
+    loaded[name] = {
+        "classifier": export_classifier(classifier, tmp_path / name / "classifier", **common),
+        "encoder": export_encoder(classifier.encoder, tmp_path / name / "encoder", **common),
+        "span": export_span_labeler(span, tmp_path / name / "span", max_query_length=8,
+                                    **common)}
+    loaded[name] = {kind: tf.saved_model.load(str(path)).signatures["serving_default"]
+                    for kind, path in loaded[name].items()}
+  for texts, bucket in ((SHORT_TEXTS, 16), (MIXED_TEXTS, 64)):
+    text = tf.constant(texts)
+    padded, bucketed = ({kind: function(**inputs) for kind, function, inputs in (
+        ("classifier", signatures["classifier"], {"text": text}),
+        ("encoder", signatures["encoder"], {"text": text}),
+        ("span", signatures["span"], {"question": tf.constant(["what?"] * len(texts)),
+                                      "context": text}))}
+        for signatures in (loaded["padded"], loaded["bucketed"]))
+    for output in ("logits", "probabilities", "label_id"):
+      np.testing.assert_allclose(bucketed["classifier"][output], padded["classifier"][output],
+                                 **TOLERANCE)
+    mask = padded["encoder"]["input_mask"].numpy()
+    assert mask.sum(-1).max() > 16 if bucket == 64 else mask.sum(-1).max() <= 16
+    assert bucketed["encoder"]["input_mask"].numpy().tolist() == mask.tolist()
+    _agree_within_bucket(bucketed["encoder"]["sequence_output"],
+                         padded["encoder"]["sequence_output"], bucket)
+    _agree_within_bucket(bucketed["encoder"]["encoder_outputs"],
+                         padded["encoder"]["encoder_outputs"], bucket, axis=2)
+    np.testing.assert_allclose(bucketed["encoder"]["pooled_output"],
+                               padded["encoder"]["pooled_output"], **TOLERANCE)
+    for output in ("start_logits", "end_logits"):
+      _agree_within_bucket(bucketed["span"][output], padded["span"][output], bucket)
+    for output in ("answer_text", "answer_start", "answer_end"):
+      assert bucketed["span"][output].numpy().tolist() == padded["span"][output].numpy().tolist()
+    np.testing.assert_allclose(bucketed["span"]["answer_score"], padded["span"]["answer_score"],
+                               **TOLERANCE)
+
+
+def _xla_functions(export_dir):
+  """Names of the SavedModel's functions marked for XLA compilation."""
+  saved = saved_model_pb2.SavedModel()
+  saved.ParseFromString((pathlib.Path(export_dir) / "saved_model.pb").read_bytes())
+  return [f.signature.name for f in saved.meta_graphs[0].graph_def.library.function
+          if f.attr["_XlaMustCompile"].b]
+
+
+def test_jit_compile_is_kept_in_the_saved_model(tmp_path, small_classifier):
+  model, options = small_classifier
+  export_classifier(model, tmp_path / "graph", **options)
+  export_classifier(model, tmp_path / "xla", jit_compile=True, **options)
+  assert not _xla_functions(tmp_path / "graph")
+  assert _xla_functions(tmp_path / "xla")
+  ids = {"input_word_ids": tf.constant([[2, 5, 6, 3, 0]]),
+         "input_mask": tf.constant([[1, 1, 1, 1, 0]]), "input_type_ids": tf.zeros([1, 5], tf.int32)}
+  served = tf.saved_model.load(str(tmp_path / "xla")).signatures["serve_token_ids"](**ids)
+  np.testing.assert_allclose(served["logits"], model(ids)["logits"], **TOLERANCE)

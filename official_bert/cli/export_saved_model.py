@@ -25,12 +25,31 @@ flags.DEFINE_bool("do_lower_case", None,
                   "Whether the model is uncased. Default: from model.json; required for a "
                   "pre-trained folder.")
 flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
+flags.DEFINE_list("buckets", None,
+                  "Sequence lengths a raw-text batch is padded to: the smallest that holds its "
+                  "longest text (max_seq_length is always one). Default: 16, 32, 64, ... below "
+                  "max_seq_length; 'none' pads every batch to max_seq_length.")
+flags.DEFINE_bool("jit_compile", export.DEFAULT_JIT_COMPILE,
+                  "Compile the model (not the tokenizer) with XLA inside the SavedModel.")
 FLAGS = flags.FLAGS
+
+
+def _buckets(values):
+  """The --buckets list as ints (None for the default, () for 'none')."""
+  if values is None:
+    return None
+  if [value.lower() for value in values] == ["none"]:
+    return ()
+  try:
+    return [int(value) for value in values]
+  except ValueError:
+    raise ValueError(f"--buckets takes whole numbers or 'none', got {','.join(values)}.") from None
 
 
 def main():
   export.export_model_dir(FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
-                          do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite)
+                          do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite,
+                          buckets=_buckets(FLAGS.buckets), jit_compile=FLAGS.jit_compile)
 
 
 def run():

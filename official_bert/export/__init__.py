@@ -7,6 +7,7 @@ signatures of every kind are listed in `official_bert/export/saved_model.py`.
 """
 
 from official_bert.export.saved_model import (
+                                              DEFAULT_JIT_COMPILE,
                                               export_classifier,
                                               export_encoder,
                                               export_model_dir,
@@ -17,6 +18,6 @@ from official_bert.export.saved_model import (
 )
 
 __all__ = [
-    "export_classifier", "export_encoder", "export_model_dir", "export_multiple_choice",
-    "export_span_labeler", "export_task_model", "export_token_classifier",
+    "DEFAULT_JIT_COMPILE", "export_classifier", "export_encoder", "export_model_dir",
+    "export_multiple_choice", "export_span_labeler", "export_task_model", "export_token_classifier",
 ]

@@ -40,6 +40,19 @@ Multiple choice (`export_multiple_choice`, SWAG):
 
 Raw text longer than S is truncated as in training (longest segment first); a SQuAD context keeps
 its first window only.
+
+Buckets: the model runs a raw-text (or `serve_examples`) batch at the smallest of the export's
+`buckets` (default 16, 32, 64, ... below S, then S) that holds the batch's longest sequence, so
+short requests cost less and an XLA-compiled model compiles once per bucket and batch size. The
+outputs keep the shapes above: positions past the bucket are zero (`logits` 0, so the token
+classifier's `probabilities` are uniform there), as they are past `input_mask`, which clients
+already ignore; every position up to the bucket, and every output without a sequence axis, is
+what the model gives at length S. `serve_token_ids` runs at the length the client sends.
+
+XLA: with `jit_compile=True` the model part of every signature is a `tf.function` compiled with
+XLA (tensorflow-text's ops have no XLA kernels, so the tokenizer stays outside); the SavedModel
+keeps that attribute, and `tf.saved_model.load` and TF Serving compile it on the first call of
+each input shape.
 """
 
 import os
@@ -63,14 +76,15 @@ from official_bert.networks import BertEncoder
 DEFAULT_MAX_SEQ_LENGTH = 128
 DEFAULT_MAX_QUERY_LENGTH = 64
 DEFAULT_MAX_ANSWER_LENGTH = 30
+DEFAULT_JIT_COMPILE = False
 
 
-def _text_packer(model, vocab_file, do_lower_case, max_seq_length):
+def _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets):
   limit = model.config.max_position_embeddings
   if not 3 <= max_seq_length <= limit:
     raise ValueError(f"max_seq_length must be between 3 and the model's max_position_embeddings "
                      f"({limit}), got {max_seq_length}.")
-  packer = signatures.TextPacker(vocab_file, do_lower_case, max_seq_length)
+  packer = signatures.TextPacker(vocab_file, do_lower_case, max_seq_length, buckets)
   if packer.tokenizer.vocab_size > model.config.vocab_size:
     raise ValueError(f"{vocab_file} has {packer.tokenizer.vocab_size} tokens, more than the "
                      f"model's vocab_size {model.config.vocab_size}: not this model's vocabulary.")
@@ -86,7 +100,8 @@ def _new_archive(text_packer):
 
 
 def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                      labels=None, sentence_pair=False, is_regression=None, overwrite=False):
+                      labels=None, sentence_pair=False, is_regression=None, overwrite=False,
+                      buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
   """Exports a `BertClassifier` (see the module docstring for its signatures).
 
   Args:
@@ -100,6 +115,10 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
     is_regression: the model scores a number (`score`) rather than classes; by default, whether
       it has one output.
     overwrite: replace a non-empty `export_dir`.
+    buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
+      sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
+      it; `()`: always `max_seq_length`).
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
 
   Returns:
     `export_dir`.
@@ -120,10 +139,12 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
                      "regression (is_regression=True).")
   if labels is not None and len(labels) != model.num_classes:
     raise ValueError(f"{len(labels)} labels given for a model with {model.num_classes} classes.")
-  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets)
+
+  call = signatures.compiled(model, jit_compile)
 
   def outputs(inputs):
-    logits = model(inputs, training=False)["logits"]
+    logits = call(inputs)["logits"]
     if regression:
       return signatures.regression_outputs(logits)
     return signatures.class_outputs(logits, labels)
@@ -131,23 +152,27 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
   archive = _new_archive(text_packer)
   if sentence_pair:
     archive.add_endpoint("serving_default",
-                         lambda text_a, text_b: outputs(text_packer(text_a, text_b)),
+                         lambda text_a, text_b: outputs(text_packer.trim(
+                             text_packer(text_a, text_b))),
                          signatures.string_specs("text_a", "text_b"))
   else:
-    archive.add_endpoint("serving_default", lambda text: outputs(text_packer(text)),
+    archive.add_endpoint("serving_default",
+                         lambda text: outputs(text_packer.trim(text_packer(text))),
                          signatures.string_specs("text"))
   archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
                        signatures.token_id_specs())
   archive.add_endpoint(
       "serve_examples",
-      lambda examples: outputs(signatures.parse_examples(examples, max_seq_length)),
+      lambda examples: outputs(
+          text_packer.trim(signatures.parse_examples(examples, max_seq_length))),
       signatures.string_specs("examples"))
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
 
 def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
                         max_query_length=DEFAULT_MAX_QUERY_LENGTH,
-                        max_answer_length=DEFAULT_MAX_ANSWER_LENGTH, overwrite=False):
+                        max_answer_length=DEFAULT_MAX_ANSWER_LENGTH, overwrite=False,
+                        buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
   """Exports a `BertSpanLabeler` that answers (question, context) in-graph.
 
   Args:
@@ -159,6 +184,10 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
     max_query_length: questions are cut to this many WordPieces (`run_squad.py`'s flag).
     max_answer_length: longest answer in WordPieces (`run_squad.py`'s flag).
     overwrite: replace a non-empty `export_dir`.
+    buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
+      sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
+      it; `()`: always `max_seq_length`).
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
 
   Returns:
     `export_dir`.
@@ -167,19 +196,22 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
   if max_query_length + 3 >= max_seq_length:
     raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
                      f"{max_query_length}-piece question; raise it above max_query_length + 3.")
-  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets)
   squad_inputs = span_answers.SquadInputs(text_packer, max_query_length)
 
+  call = signatures.compiled(model, jit_compile)
+
   def logits(inputs):
-    outputs = model(inputs, training=False)
+    outputs = call(inputs)
     return {name: tf.cast(outputs[name], tf.float32) for name in ("start_logits", "end_logits")}
 
   def answer(question, context):
     inputs, layout = squad_inputs(question, context)
-    outputs = logits(inputs)
-    outputs.update(span_answers.best_answer(context, outputs["start_logits"],
-                                            outputs["end_logits"], layout, max_answer_length))
-    return outputs
+    outputs = logits(text_packer.trim(inputs))
+    answers = span_answers.best_answer(context, outputs["start_logits"], outputs["end_logits"],
+                                       layout, max_answer_length)
+    return {**{name: signatures.pad_sequence(value, max_seq_length)
+               for name, value in outputs.items()}, **answers}
 
   archive = _new_archive(text_packer)
   archive.add_endpoint("serving_default", answer, signatures.string_specs("question", "context"))
@@ -189,7 +221,7 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
 
 
 def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                   overwrite=False):
+                   overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
   """Exports a `BertEncoder` (or a task model's `.encoder`) as a text embedding model.
 
   Args:
@@ -199,20 +231,31 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
     do_lower_case: whether the model is uncased.
     max_seq_length: length of the packed raw-text inputs.
     overwrite: replace a non-empty `export_dir`.
+    buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
+      sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
+      it; `()`: always `max_seq_length`).
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
 
   Returns:
     `export_dir`.
   """
   archive_lib.check_export_dir(export_dir, overwrite)
   encoder = model if isinstance(model, BertEncoder) else model.encoder
-  text_packer = _text_packer(encoder, vocab_file, do_lower_case, max_seq_length)
+  text_packer = _text_packer(encoder, vocab_file, do_lower_case, max_seq_length, buckets)
+
+  call = signatures.compiled(encoder, jit_compile)
 
   def outputs(inputs):
-    return signatures.encoder_outputs(encoder(inputs, training=False))
+    return signatures.encoder_outputs(call(inputs))
 
   def text_outputs(*texts):
     inputs = text_packer(*texts)
-    return {**outputs(inputs), "input_mask": inputs["input_mask"]}
+    trimmed = outputs(text_packer.trim(inputs))
+    return {"sequence_output": signatures.pad_sequence(trimmed["sequence_output"], max_seq_length),
+            "pooled_output": trimmed["pooled_output"],
+            "encoder_outputs": signatures.pad_sequence(trimmed["encoder_outputs"], max_seq_length,
+                                                       axis=2),
+            "input_mask": inputs["input_mask"]}
 
   archive = _new_archive(text_packer)
   archive.add_endpoint("serving_default", lambda text: text_outputs(text),
@@ -225,7 +268,8 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
 
 
 def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                            labels=None, overwrite=False):
+                            labels=None, overwrite=False, buckets=None,
+                            jit_compile=DEFAULT_JIT_COMPILE):
   """Exports a `BertTokenClassifier` that tags the WordPieces of raw text.
 
   Args:
@@ -236,6 +280,10 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
     max_seq_length: length of the packed raw-text inputs.
     labels: optional tag names by id (the `label` output).
     overwrite: replace a non-empty `export_dir`.
+    buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
+      sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
+      it; `()`: always `max_seq_length`).
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
 
   Returns:
     `export_dir`.
@@ -243,15 +291,21 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
   archive_lib.check_export_dir(export_dir, overwrite)
   if labels is not None and len(labels) != model.num_classes:
     raise ValueError(f"{len(labels)} labels given for a model with {model.num_classes} tags.")
-  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets)
 
-  def outputs(inputs):
-    return signatures.class_outputs(model(inputs, training=False)["logits"], labels)
+  call = signatures.compiled(model, jit_compile)
+
+  def outputs(inputs, seq_length=None):
+    logits = call(inputs)["logits"]
+    if seq_length is not None:
+      logits = signatures.pad_sequence(logits, seq_length)
+    return signatures.class_outputs(logits, labels)
 
   def tag_text(text):
     inputs = text_packer(text)
     tokens = text_packer.tokenizer.ids_to_tokens(inputs["input_word_ids"])
-    return {**outputs(inputs), "tokens": tokens, "input_mask": inputs["input_mask"]}
+    return {**outputs(text_packer.trim(inputs), max_seq_length), "tokens": tokens,
+            "input_mask": inputs["input_mask"]}
 
   archive = _new_archive(text_packer)
   archive.add_endpoint("serving_default", tag_text, signatures.string_specs("text"))
@@ -261,7 +315,7 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
 
 
 def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                           overwrite=False):
+                           overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
   """Exports a `BertMultipleChoice` that scores the endings of a context.
 
   Args:
@@ -271,16 +325,22 @@ def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_
     do_lower_case: whether the model is uncased.
     max_seq_length: length of each packed (context, ending) pair.
     overwrite: replace a non-empty `export_dir`.
+    buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
+      sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
+      it; `()`: always `max_seq_length`).
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
 
   Returns:
     `export_dir`.
   """
   archive_lib.check_export_dir(export_dir, overwrite)
   num_choices = model.num_choices
-  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length)
+  text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets)
+
+  call = signatures.compiled(model, jit_compile)
 
   def outputs(inputs):
-    logits = tf.cast(model(inputs, training=False)["logits"], tf.float32)
+    logits = tf.cast(call(inputs)["logits"], tf.float32)
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
             "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
@@ -288,8 +348,9 @@ def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_
     # Each context once through the tokenizer, then repeated for its endings.
     context_ids = text_packer.tokenizer(context)
     repeated = tf.gather(context_ids, tf.repeat(tf.range(tf.shape(context)[0]), num_choices))
-    pairs = text_packer(repeated, text_packer.tokenizer(tf.reshape(endings, [-1])))
-    return outputs({name: tf.reshape(tensor, [-1, num_choices, max_seq_length])
+    pairs = text_packer.trim(
+        text_packer(repeated, text_packer.tokenizer(tf.reshape(endings, [-1]))))
+    return outputs({name: tf.reshape(tensor, [-1, num_choices, tf.shape(tensor)[-1]])
                     for name, tensor in pairs.items()})
 
   archive = _new_archive(text_packer)
@@ -320,7 +381,7 @@ _EXPORTS = {
 
 
 def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_case=None,
-                      overwrite=False):
+                      overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
   """Exports a model with the signatures of its kind.
 
   Args:
@@ -330,6 +391,8 @@ def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_
     max_seq_length: overrides `info.max_seq_length` (default 128 when neither is set).
     do_lower_case: overrides `info.do_lower_case`; required when that is unknown.
     overwrite: replace a non-empty `export_dir`.
+    buckets: the raw-text sequence lengths (see `export_classifier`).
+    jit_compile: compile the model with XLA (see `export_classifier`).
 
   Returns:
     `export_dir`.
@@ -350,11 +413,11 @@ def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_
                info.kind, export_dir, max_seq_length, do_lower_case)
   return _EXPORTS[info.kind](model, info, export_dir=export_dir, vocab_file=info.vocab_file,
                              do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                             overwrite=overwrite)
+                             overwrite=overwrite, buckets=buckets, jit_compile=jit_compile)
 
 
 def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_case=None,
-                     overwrite=False):
+                     overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
   """Exports the model of a model folder (or a pre-trained checkpoint): `export_saved_model.py`.
 
   Args:
@@ -365,6 +428,8 @@ def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_cas
     do_lower_case: overrides the folder's `do_lower_case`; required for a folder that does not
       record it.
     overwrite: replace a non-empty `export_dir`.
+    buckets: the raw-text sequence lengths (see `export_classifier`).
+    jit_compile: compile the model with XLA (see `export_classifier`).
 
   Returns:
     `export_dir`.
@@ -380,4 +445,5 @@ def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_cas
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(do_lower_case, os.fspath(model_dir))
   return export_task_model(model, info, export_dir, max_seq_length=max_seq_length,
-                           do_lower_case=do_lower_case, overwrite=overwrite)
+                           do_lower_case=do_lower_case, overwrite=overwrite, buckets=buckets,
+                           jit_compile=jit_compile)

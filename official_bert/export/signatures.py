@@ -7,6 +7,75 @@ from official_bert.preprocessing import BertInputPacker, BertTokenizerLayer
 
 # The original TFRecord feature names, in the order of the encoder inputs they feed.
 EXAMPLE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+# The shortest default bucket: below it the fixed cost of a call outweighs the sequence length.
+SMALLEST_BUCKET = 16
+
+
+def bucket_lengths(seq_length, buckets=None):
+  """The sequence lengths a batch of raw text is padded to: sorted, ending at `seq_length`.
+
+  Args:
+    seq_length: the longest packed sequence (`max_seq_length`).
+    buckets: the lengths, each between 3 and `seq_length` (`seq_length` itself is added); None
+      for the powers of two from 16 below `seq_length`, then `seq_length`; an empty sequence for
+      `seq_length` alone (every batch padded to it).
+
+  Returns:
+    A tuple of increasing ints whose last is `seq_length`.
+  """
+  if buckets is None:
+    buckets = [SMALLEST_BUCKET << i for i in range(seq_length.bit_length())
+               if SMALLEST_BUCKET << i < seq_length]
+  lengths = set()
+  for length in buckets:
+    if isinstance(length, bool) or int(length) != length or not 3 <= length <= seq_length:
+      raise ValueError(f"Each bucket must be a whole number between 3 and max_seq_length "
+                       f"({seq_length}), got {length!r}.")
+    lengths.add(int(length))
+  return tuple(sorted(lengths | {seq_length}))
+
+
+def trim_to_bucket(inputs, buckets):
+  """Cuts packed inputs to the smallest bucket that holds the batch's longest sequence.
+
+  Positions past a row's last token are padding that the attention mask hides, so the model's
+  outputs on the real tokens do not change; only the work on padding is saved. A batch takes one
+  of `len(buckets)` lengths, so a compiled (XLA) model compiles once per bucket and batch size.
+
+  Args:
+    inputs: the encoder's input dict, int32 `[..., seq_length]`, real tokens first in each row.
+    buckets: `bucket_lengths(seq_length, ...)`.
+
+  Returns:
+    The same dict, `[..., bucket]`.
+  """
+  if len(buckets) == 1:
+    return inputs
+  longest = tf.reduce_max(tf.reduce_sum(inputs["input_mask"], axis=-1))
+  lengths = tf.constant(buckets, tf.int32)
+  length = lengths[tf.argmax(tf.cast(lengths >= longest, tf.int32), output_type=tf.int32)]
+  return {name: value[..., :length] for name, value in inputs.items()}
+
+
+def pad_sequence(tensor, seq_length, axis=1):
+  """Zero-pads `tensor`'s sequence `axis` back to `seq_length` (the outputs' documented shape)."""
+  padding = [[0, 0]] * tensor.shape.rank
+  padding[axis] = [0, seq_length - tf.shape(tensor)[axis]]
+  shape = tensor.shape.as_list()
+  shape[axis] = seq_length
+  return tf.ensure_shape(tf.pad(tensor, padding), shape)
+
+
+def compiled(model, jit_compile):
+  """`model(inputs, training=False)` as a function, compiled with XLA when `jit_compile`.
+
+  Only the model is compiled: the tokenizer's tensorflow-text ops have no XLA kernels. The
+  function is saved with the SavedModel, and its XLA attribute with it.
+  """
+  def call(inputs):
+    return model(inputs, training=False)
+
+  return tf.function(call, jit_compile=True, autograph=False) if jit_compile else call
 
 
 def token_id_specs(shape=(None, None)):
@@ -56,9 +125,10 @@ class TextPacker:
     vocab_file: the `vocab.txt`; it travels in the SavedModel's `assets/`.
     do_lower_case: whether the model is uncased.
     seq_length: length of the packed sequences.
+    buckets: the shorter lengths a batch is cut to (`bucket_lengths`).
   """
 
-  def __init__(self, vocab_file, do_lower_case, seq_length):
+  def __init__(self, vocab_file, do_lower_case, seq_length, buckets=None):
     self.tokenizer = BertTokenizerLayer(vocab_file, do_lower_case, name="tokenizer")
     # `ExportArchive.track` takes only built layers.
     self.tokenizer(tf.constant([""]))
@@ -66,6 +136,7 @@ class TextPacker:
     self.packer = BertInputPacker(seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id,
                                   pad_id=0, name="packer")
     self.seq_length = seq_length
+    self.buckets = bucket_lengths(seq_length, buckets)
 
   def track(self, archive):
     """Tracks the tokenizer's vocabulary table (and so its asset) in an `ExportArchive`."""
@@ -76,6 +147,10 @@ class TextPacker:
     ids = [self.tokenizer(segment) if segment.dtype == tf.string else segment
            for segment in segments]
     return self.packer(ids)
+
+  def trim(self, inputs):
+    """`trim_to_bucket` with this packer's buckets."""
+    return trim_to_bucket(inputs, self.buckets)
 
 
 def class_outputs(logits, labels, axis_name="label"):
