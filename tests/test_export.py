@@ -209,10 +209,10 @@ class _Exports:
     save_model_dir(model, model_dir, vocab_file=self.small_vocab, do_lower_case=True,
                    max_seq_length=24, is_regression=True, extra={"sentence_pair": True})
     directory = self._dir("pair_regression", str(model_dir / "vocab.txt"))
-    # Both paths file:// URLs, as gs:// ones would be given.
+    # Both paths file:// URLs, as gs:// ones would be given; the serving flags as users write them.
     self.script = subprocess.Popen(
         [sys.executable, str(SCRIPT), f"--model_dir={file_uri(model_dir)}",
-         f"--export_dir={file_uri(directory)}"],
+         f"--export_dir={file_uri(directory)}", "--buckets=8,16", "--nojit_compile"],
         cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tokenizer = tokenization.FullTokenizer(self.small_vocab, do_lower_case=True)
     features = [classifier_features.convert_single_example(
