@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_checkpoints_tf1 import original_variables
 
 from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir, shared_data
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
@@ -276,29 +277,9 @@ def write_original_checkpoint(folder, config, vocab, seed=0):
   """
   import tensorflow as tf
 
-  rng = np.random.default_rng(seed)
-  hidden, inner = config.hidden_size, config.intermediate_size
-  shapes = {"bert/embeddings/word_embeddings": (config.vocab_size, hidden),
-            "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
-            "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
-            "bert/embeddings/LayerNorm/gamma": (hidden,),
-            "bert/embeddings/LayerNorm/beta": (hidden,),
-            "bert/pooler/dense/kernel": (hidden, hidden), "bert/pooler/dense/bias": (hidden,)}
-  for i in range(config.num_hidden_layers):
-    name = f"bert/encoder/layer_{i}"
-    for dense, (rows, columns) in {"attention/self/query": (hidden, hidden),
-                                   "attention/self/key": (hidden, hidden),
-                                   "attention/self/value": (hidden, hidden),
-                                   "attention/output/dense": (hidden, hidden),
-                                   "intermediate/dense": (hidden, inner),
-                                   "output/dense": (inner, hidden)}.items():
-      shapes[f"{name}/{dense}/kernel"] = (rows, columns)
-      shapes[f"{name}/{dense}/bias"] = (columns,)
-    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
-      shapes[f"{name}/{norm}/gamma"] = shapes[f"{name}/{norm}/beta"] = (hidden,)
-  names = sorted(shapes)
-  values = [(1.0 if name.endswith("gamma") else 0.0)
-            + 0.3 * rng.standard_normal(shapes[name]).astype(np.float32) for name in names]
+  variables = original_variables(config, heads=False, seed=seed)
+  names = sorted(variables)
+  values = [(1.0 if name.endswith("gamma") else 0.0) + 0.3 * variables[name] for name in names]
   folder.mkdir(parents=True, exist_ok=True)
   tf.raw_ops.SaveV2(prefix=str(folder / "bert_model.ckpt"), tensor_names=names,
                     shape_and_slices=[""] * len(names),
