@@ -60,7 +60,7 @@ def _run(stage, script, **script_flags):
 
 
 def _results(path):
-  from official_bert import file_io  # pylint: disable=import-outside-toplevel
+  from official_bert.common import file_io  # pylint: disable=import-outside-toplevel
   with file_io.open_read(path, encoding="utf-8") as f:
     return dict(line.strip().split(" = ", 1) for line in f if " = " in line)
 
@@ -72,7 +72,7 @@ def _print_results(title, path, keys):
 
 
 def _prepare_data(output_dir):
-  from official_bert import file_io  # pylint: disable=import-outside-toplevel
+  from official_bert.common import file_io  # pylint: disable=import-outside-toplevel
   from official_bert.data import synthetic  # pylint: disable=import-outside-toplevel
   task_dir = os.path.join(output_dir, "sentiment")
   synthetic.write_sentiment_task(task_dir)
@@ -105,7 +105,7 @@ def main(argv):
   started = time.time()
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-  from official_bert import file_io  # pylint: disable=import-outside-toplevel
+  from official_bert.common import file_io  # pylint: disable=import-outside-toplevel
   # The stages run in the repository's folder: a relative output folder is made absolute.
   output_dir = (FLAGS.output_dir if file_io.local_path(FLAGS.output_dir) is None
                 else os.path.abspath(file_io.local_path(FLAGS.output_dir)))

@@ -8,7 +8,7 @@ TensorFlow's environment before TensorFlow loads) does not import TensorFlow fir
 768
 """
 
-from official_bert.lazy_exports import lazy_exports
+from official_bert.common.lazy_exports import lazy_exports
 
 __version__ = "0.1.0"
 

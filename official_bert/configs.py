@@ -7,8 +7,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io
-from official_bert.errors import UserError
+from official_bert.common import file_io
+from official_bert.common.errors import UserError
 from official_bert.layers.activations import canonical_activation, original_activation_name
 
 # The fields of the original `bert_config.json`: a file must give every one, so that a missing

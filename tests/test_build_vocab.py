@@ -1,4 +1,4 @@
-"""Tests of `official_bert.vocab_builder` and the `build_vocab.py` script."""
+"""Tests of `official_bert.tokenization.vocab_builder` and the `build_vocab.py` script."""
 
 import os
 import pathlib
@@ -9,8 +9,9 @@ import sys
 import pytest
 
 from conftest import assert_no_scheme_folders, file_uri
-from official_bert import tokenization, vocab_builder
+from official_bert import tokenization
 from official_bert.preprocessing import BertTokenizerLayer
+from official_bert.tokenization import vocab_builder
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "cook", "clean", "open", "work", "help",

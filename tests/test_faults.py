@@ -37,9 +37,9 @@ from conftest import run_task, shared_data
 from official_bert import BertClassifier, BertConfig, BertEncoder, get_preset
 from official_bert.checkpoints import check_init_checkpoint, save_model_dir
 from official_bert.cli import launch
+from official_bert.common.errors import UserError
 from official_bert.configs import REQUIRED_FIELDS
 from official_bert.data import squad, synthetic
-from official_bert.errors import UserError
 from official_bert.tasks import base, classification, driver, output_folder
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig

@@ -1,9 +1,10 @@
-"""Tests for `official_bert.file_io`: atomic writes and globs through TensorFlow's file systems."""
+"""Tests for `official_bert.common.file_io`: atomic writes and globs through TensorFlow's file
+systems."""
 
 import pytest
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 
 
 def test_atomic_write_leaves_only_the_finished_file():

@@ -17,7 +17,6 @@ from official_bert import (
   BertSpanLabeler,
   BertTokenClassifier,
   export_pretrained_dir,
-  registry,
 )
 from official_bert.checkpoints import (
   MANIFEST_NAME,
@@ -28,6 +27,7 @@ from official_bert.checkpoints import (
   restore_encoder_weights,
   save_model_dir,
 )
+from official_bert.common import registry
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", ".",
          "a", "dog", "##s", "ran"]

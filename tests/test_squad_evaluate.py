@@ -124,8 +124,8 @@ def test_python_dash_m_official_bert_squad_evaluate(tmp_path):
   data = _write(tmp_path / "dev.json", {"version": "1.1", "data": _dataset({"a": ["Denver"]})})
   predictions = _write(tmp_path / "predictions.json", {"a": "denver."})
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  output = subprocess.run([sys.executable, "-m", "official_bert.squad_evaluate", data, predictions],
-                          capture_output=True, text=True, check=True, env=env).stdout
+  command = [sys.executable, "-m", "official_bert.evaluation.squad_evaluate", data, predictions]
+  output = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
   assert json.loads(output) == {"exact_match": 100.0, "f1": 100.0}
 
 

@@ -16,7 +16,7 @@ import pytest
 from safetensors.numpy import save
 import tensorflow as tf
 
-from official_bert import BertConfig, BertEncoder, BertPretrainer, file_io, tokenization
+from official_bert import BertConfig, BertEncoder, BertPretrainer, tokenization
 from official_bert.checkpoints import (
   huggingface,
   load_encoder,
@@ -26,6 +26,7 @@ from official_bert.checkpoints import (
   save_tf1_checkpoint,
   tf1,
 )
+from official_bert.common import file_io
 from official_bert.data import classifier_features, conll, custom_data, glue, squad, swag
 from official_bert.evaluation import squad_evaluate
 from official_bert.pretraining import InstanceOptions, corpus, create_pretraining_data

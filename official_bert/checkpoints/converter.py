@@ -19,11 +19,11 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io
 from official_bert.checkpoints import huggingface, model_dir, tf1
 from official_bert.checkpoints.model_dir import CONFIG_NAME, MANIFEST_NAME, VOCAB_NAME, WEIGHTS_NAME
+from official_bert.common import file_io
+from official_bert.common.errors import UserError
 from official_bert.configs import BertConfig
-from official_bert.errors import UserError
 from official_bert.layers import activations
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.networks.bert_encoder import BertEncoder

@@ -14,8 +14,8 @@ import numpy as np
 import safetensors.numpy
 import tensorflow as tf
 
-from official_bert import file_io
 from official_bert.checkpoints import tf1
+from official_bert.common import file_io
 from official_bert.configs import BertConfig
 from official_bert.layers.activations import GELU_ERF, GELU_TANH
 

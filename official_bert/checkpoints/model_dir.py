@@ -12,7 +12,8 @@ script's `--init_checkpoint`, `load_encoder` and `export_saved_model.py` read it
 
 `model.json` holds:
 
-    kind            the model class, as it registered itself (`official_bert.registry`): `encoder`,
+    kind            the model class, as it registered itself
+                    (`official_bert.common.registry`): `encoder`,
                     `pretrainer`, `classifier`, `span_labeler`, `multiple_choice`,
                     `token_classifier`
     model_config    the class's Keras config (`get_config()`) without the BERT config, which is
@@ -50,7 +51,7 @@ import tempfile
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io, registry
+from official_bert.common import file_io, registry
 from official_bert.configs import BertConfig
 
 # The model classes register their kinds when imported.

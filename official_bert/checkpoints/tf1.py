@@ -9,7 +9,8 @@ a `BertEncoder`, a `BertPretrainer` and the task models whose heads the original
 reads them into a model and writes a model back under the same names, shapes and dtypes, so the
 original code can read what this package trains.
 
-The heads, by model kind (`official_bert.registry`): `pretrainer` has `cls/predictions/...` and
+The heads, by model kind (`official_bert.common.registry`): `pretrainer` has
+`cls/predictions/...` and
 `cls/seq_relationship/...`; `classifier` has `run_classifier.py`'s top-level `output_weights`
 (`[num_labels, hidden]`) and `output_bias`; `span_labeler` has `run_squad.py`'s
 `cls/squad/output_weights` (`[2, hidden]`: start, end) and `cls/squad/output_bias`. The other kinds
@@ -31,7 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 from official_bert.layers.classification_head import ClassificationHead, SpanHead
 from official_bert.models.bert_classifier import BertClassifier
 from official_bert.models.bert_pretrainer import BertPretrainer

@@ -9,8 +9,8 @@ script prints how the input tokenizes under it: tokens, [UNK] count and rate.
 
 from absl import flags
 
-from official_bert import vocab_builder
 from official_bert.cli.launch import launch
+from official_bert.tokenization import vocab_builder
 
 FLAGS = flags.FLAGS
 

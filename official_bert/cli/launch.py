@@ -2,10 +2,10 @@
 
 An error that is the user's to fix ends the tool with one line on stderr, `error: <message>`, and
 exit status 2, without a traceback (`--verbose` shows it). Such an error is an
-`official_bert.errors.UserError` (bad data, a bad config file, an output folder in use or made
-for another run, ...), or a `ValueError` / `FileNotFoundError` raised by this package's own checks
-(the raising line lies in `official_bert`). Any other exception is a bug, in this package or below
-it, and keeps its traceback and absl's exit status.
+`official_bert.common.errors.UserError` (bad data, a bad config file, an output folder in use or
+made for another run, ...), or a `ValueError` / `FileNotFoundError` raised by this package's own
+checks (the raising line lies in `official_bert`). Any other exception is a bug, in this package or
+below it, and keeps its traceback and absl's exit status.
 """
 
 import os
@@ -14,7 +14,7 @@ import traceback
 
 from absl import app, flags
 
-from official_bert.errors import UserError
+from official_bert.common.errors import UserError
 
 flags.DEFINE_bool("verbose", False,
                   "Show the full traceback of an error in the input (bad data, flags or folders) "

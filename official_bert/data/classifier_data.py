@@ -22,8 +22,9 @@ import sys
 
 from absl import logging
 
-from official_bert import file_io, utf8
-from official_bert.errors import UserError
+from official_bert.common import file_io
+from official_bert.common.errors import UserError
+from official_bert.tokenization import utf8
 
 # GLUE and user files can hold long passages; the csv module's default cap is 128 KiB per field.
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))

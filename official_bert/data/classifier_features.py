@@ -21,7 +21,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io, input_errors, tokenization
+from official_bert import tokenization
+from official_bert.common import file_io, tfrecord_errors
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -258,7 +259,7 @@ def create_classifier_dataset(file_pattern, seq_length, batch_size, is_training,
   [[1.0, 1.0], [1.0, 0.0]]
   """
   files = file_io.expand_globs(file_pattern, what="classifier TFRecord file")
-  input_errors.note_tfrecord_files(files)
+  tfrecord_errors.note_tfrecord_files(files)
   dataset = tf.data.TFRecordDataset(files)
   if input_context is not None and input_context.num_input_pipelines > 1:
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)

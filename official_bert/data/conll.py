@@ -29,7 +29,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 from official_bert.data.indexed_batches import indexed_batches
 
 IGNORED_LABEL_ID = -1

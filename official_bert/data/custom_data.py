@@ -16,8 +16,9 @@ import csv
 import json
 import os
 
-from official_bert import file_io, utf8
+from official_bert.common import file_io
 from official_bert.data import classifier_data
+from official_bert.tokenization import utf8
 
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 _SPLITS = ("train", "dev", "test")

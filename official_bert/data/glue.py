@@ -22,8 +22,9 @@ import os
 
 from absl import logging
 
-from official_bert import file_io, utf8
+from official_bert.common import file_io
 from official_bert.data import classifier_data
+from official_bert.tokenization import utf8
 
 _BINARY = ("0", "1")
 _NLI = ("contradiction", "entailment", "neutral")

@@ -26,8 +26,8 @@ import json
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io, input_errors
-from official_bert.errors import UserError
+from official_bert.common import file_io, tfrecord_errors
+from official_bert.common.errors import UserError
 
 # The original numbers features from here, so its `unique_ids` stay recognisable in TFRecords.
 FIRST_UNIQUE_ID = 1000000000
@@ -487,7 +487,7 @@ def create_squad_dataset(file_pattern, seq_length, batch_size, is_training, shuf
       labels = {"unique_ids": record["unique_ids"]}
     return inputs, labels
 
-  input_errors.note_tfrecord_files(files)
+  tfrecord_errors.note_tfrecord_files(files)
   dataset = tf.data.TFRecordDataset(files)
   if input_context is not None:
     dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)

@@ -23,7 +23,8 @@ import re
 from absl import logging
 import numpy as np
 
-from official_bert import file_io, tokenization
+from official_bert import tokenization
+from official_bert.common import file_io
 from official_bert.data.indexed_batches import indexed_batches
 
 NO_LABEL = -1

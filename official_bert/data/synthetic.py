@@ -18,7 +18,7 @@ import random
 
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 
 _PLACES = ("harbor", "garden", "corner", "market", "mill", "lantern", "willow", "station",
            "orchard", "bridge", "meadow", "castle", "river", "forest", "canyon", "valley")

@@ -21,7 +21,7 @@ import re
 import string
 import sys
 
-from official_bert import file_io
+from official_bert.common import file_io
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)

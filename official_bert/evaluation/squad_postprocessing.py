@@ -25,7 +25,8 @@ import math
 
 from absl import logging
 
-from official_bert import file_io, tokenization
+from official_bert import tokenization
+from official_bert.common import file_io
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 RawResult.__doc__ = """The model's logits for one feature, keyed by the feature's `unique_id`."""

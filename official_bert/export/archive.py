@@ -5,7 +5,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 
 
 def check_export_dir(export_dir, overwrite):

@@ -17,8 +17,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 _WHITESPACE = r"[ \t\n\r\p{Zs}]"
-# `tokenization._is_punctuation` (ASCII non-alphanumeric symbols and Unicode P*) and
-# `tokenization._is_cjk_char`: each such character is a basic token of its own.
+# `full_tokenizer._is_punctuation` (ASCII non-alphanumeric symbols and Unicode P*) and
+# `full_tokenizer._is_cjk_char`: each such character is a basic token of its own.
 _KEPT = (r"[!-/:-@\[-`{-~\p{P}\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
          r"\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}"
          r"\x{2F800}-\x{2FA1F}]")

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from official_bert import registry
+from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import INPUT_NAMES

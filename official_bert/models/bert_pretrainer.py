@@ -2,7 +2,7 @@
 
 import keras
 
-from official_bert import registry
+from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.layers.masked_lm import MaskedLMHead
 from official_bert.models._base import encode, resolve_encoder, task_config

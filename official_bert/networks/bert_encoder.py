@@ -2,7 +2,7 @@
 
 import keras
 
-from official_bert import registry
+from official_bert.common import registry
 from official_bert.configs import BertConfig
 from official_bert.layers.embeddings import BertEmbeddings
 from official_bert.layers.transformer_block import TransformerBlock

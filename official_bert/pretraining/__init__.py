@@ -28,7 +28,7 @@ Example:
 64
 """
 
-from official_bert.lazy_exports import lazy_exports
+from official_bert.common.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "create_pretraining_data": ".pipeline",

@@ -6,17 +6,18 @@ that memory stays bounded however large the corpus is; a document longer than `2
 (for example a whole book without blank lines) is cut at a line boundary, and the cut is counted.
 
 Tokenization happens where the shards are processed (`writer`), and the caller expands the input
-globs (`pipeline`, with `official_bert.file_io.expand_globs`); files are read through
-`official_bert.file_io.open_read`, so the corpus may be on any `tf.io.gfile` file system.
+globs (`pipeline`, with `official_bert.common.file_io.expand_globs`); files are read through
+`official_bert.common.file_io.open_read`, so the corpus may be on any `tf.io.gfile` file system.
 """
 
 import dataclasses
 
 import numpy as np
 
-from official_bert import file_io, utf8
+from official_bert.common import file_io
 from official_bert.pretraining.instances import Documents
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS
+from official_bert.tokenization import utf8
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 from official_bert.pretraining import corpus, next_sentences, workers, writer
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats

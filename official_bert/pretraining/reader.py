@@ -13,7 +13,7 @@ The records hold the original features (`input_ids`, `input_mask`, `segment_ids`
 
 import tensorflow as tf
 
-from official_bert import file_io, input_errors
+from official_bert.common import file_io, tfrecord_errors
 from official_bert.pretraining.dynamic_masking import apply_dynamic_masking
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -69,8 +69,8 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
   """
   files = file_io.expand_globs(file_patterns, what="pre-training data")
   compression_types = [compression_type(f) for f in files]
-  input_errors.note_tfrecord_files(files, compression_types)
-  with input_errors.naming_damaged_tfrecords():
+  tfrecord_errors.note_tfrecord_files(files, compression_types)
+  with tfrecord_errors.naming_damaged_tfrecords():
     _check_lengths(files[0], seq_length, max_predictions_per_seq)
   if input_context is not None:
     batch_size = input_context.get_per_replica_batch_size(batch_size)

@@ -13,8 +13,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io
 from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_weights
+from official_bert.common import file_io
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.models.losses import pretraining_losses, sparse_softmax_cross_entropy
 from official_bert.ops.stock import label_logits

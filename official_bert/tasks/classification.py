@@ -31,7 +31,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 from official_bert.data import classifier_data, classifier_features
 from official_bert.evaluation import glue_metrics
 from official_bert.models import BertClassifier

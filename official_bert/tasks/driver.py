@@ -24,7 +24,7 @@ Example (the whole of `run_classifier.py --task_name=MRPC --do_train --do_eval`)
 
 from absl import logging
 
-from official_bert.errors import UserError
+from official_bert.common.errors import UserError
 from official_bert.tasks import output_folder
 from official_bert.tasks import runner as runner_lib
 from official_bert.training import distribution

@@ -44,11 +44,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert import export, file_io, tokenization, utf8
+from official_bert import export, tokenization
 from official_bert.checkpoints import VOCAB_NAME, read_config
+from official_bert.common import file_io
 from official_bert.export import archive
 from official_bert.networks.bert_encoder import BertEncoder
 from official_bert.tasks import base
+from official_bert.tokenization import utf8
 
 POOLINGS = ("cls", "mean")
 # The separator of a text pair on one input line: the original's regex, `^(.*) \|\|\| (.*)$`.

@@ -20,7 +20,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 from official_bert.data import swag
 from official_bert.models import BertMultipleChoice
 from official_bert.tasks import base

@@ -37,8 +37,8 @@ import uuid
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io
-from official_bert.errors import UserError
+from official_bert.common import file_io
+from official_bert.common.errors import UserError
 
 FINGERPRINT_NAME = "run_fingerprint.json"
 LOCK_NAME = "run.lock"

@@ -31,8 +31,9 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import export, file_io, input_errors
+from official_bert import export
 from official_bert.checkpoints import resume, save_model_dir
+from official_bert.common import file_io, tfrecord_errors
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -228,7 +229,7 @@ class Runner:
       raise ValueError("This runner was built for a run that does not train.")
     logging.info("***** Running training *****  batch size %d, %d steps (%d warmup)",
                  self.config.train_batch_size, self.num_train_steps, self.num_warmup_steps)
-    with input_errors.naming_damaged_tfrecords():
+    with tfrecord_errors.naming_damaged_tfrecords():
       return self.trainer.train(self._dataset_fn(input_fn, self.config.train_batch_size),
                                 min(num_steps or self.num_train_steps, self.num_train_steps))
 
@@ -247,7 +248,7 @@ class Runner:
     """
     logging.info("***** Running evaluation *****  batch size %d%s", self.config.eval_batch_size,
                  f", at most {max_steps} steps" if max_steps else "")
-    with input_errors.naming_damaged_tfrecords():
+    with tfrecord_errors.naming_damaged_tfrecords():
       results = self.trainer.evaluate(self._dataset_fn(input_fn, self.config.eval_batch_size),
                                       max_steps)
     results.pop("examples")
@@ -286,7 +287,7 @@ class Runner:
     """
     batch_size = batch_size or self.config.predict_batch_size
     logging.info("***** Running prediction *****  batch size %d", batch_size)
-    with input_errors.naming_damaged_tfrecords():
+    with tfrecord_errors.naming_damaged_tfrecords():
       return self.trainer.predict(self._dataset_fn(input_fn, batch_size), keep)
 
   def write_eval_results(self, results, file_name=EVAL_RESULTS):

@@ -25,7 +25,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert import file_io
+from official_bert.common import file_io
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics
 from official_bert.models import BertTokenClassifier

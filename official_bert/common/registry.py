@@ -47,5 +47,5 @@ def kind_of(model):
   kind = getattr(type(model), "kind", None)
   if kind is None or _CLASSES.get(kind) is not type(model):
     raise TypeError(f"{type(model).__name__} is no registered model class; decorate it with "
-                    "official_bert.registry.register(kind) to save it in a model folder.")
+                    "official_bert.common.registry.register(kind) to save it in a model folder.")
   return kind

@@ -23,7 +23,8 @@ from absl import logging
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from official_bert import file_io, tokenization
+from official_bert import tokenization
+from official_bert.common import file_io
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Learner settings (tensorflow-text's defaults): longer words are left out of learning, and only the

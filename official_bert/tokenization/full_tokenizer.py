@@ -27,7 +27,7 @@ import unicodedata
 from absl import logging
 import tensorflow as tf
 
-from official_bert import utf8
+from official_bert.tokenization import utf8
 
 UNK_TOKEN = "[UNK]"
 MAX_INPUT_CHARS_PER_WORD = 200
@@ -52,7 +52,7 @@ def convert_to_unicode(text):
 
   Bytes that are not UTF-8 are dropped (the original's `decode("utf-8", "ignore")`), with a
   warning that counts them; the file readers decode line by line themselves and report the file
-  and lines (`official_bert.utf8`).
+  and lines (`official_bert.tokenization.utf8`).
 
   Args:
     text: `str`, `bytes` or `bytearray`.
