@@ -325,4 +325,6 @@ class Runner:
                    extra=extra)
     if not self.config.export_dir:
       return output_dir
-    return export.export_model_dir(output_dir, self.config.export_dir, overwrite=True)
+    # A model trained in bfloat16 is served in bfloat16.
+    return export.export_model_dir(output_dir, self.config.export_dir, overwrite=True,
+                                   dtype=export.serving_dtype(self.config.engine.dtype))
