@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,6 +15,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 from official_bert import BertClassifier, BertConfig, BertEncoder
 from official_bert.checkpoints import save_model_dir
 from official_bert.export import export_classifier, export_encoder, export_model_dir, precision
+from official_bert.tasks import base
+from official_bert.tasks import runner as run_lib
+from official_bert.training import EngineConfig
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a",
          "dog", "ran", "in", "park", "did", "it", "not", ".", ",", "?", "!"]
@@ -145,3 +149,40 @@ def test_bfloat16_export_is_not_compiled_with_xla_by_default(tmp_path):
       **{key: tf.constant(value) for key, value in IDS.items()})
   assert outputs["sequence_output"].dtype == tf.float32
   np.testing.assert_allclose(outputs["pooled_output"], model(IDS)["pooled_output"], atol=3e-2)
+
+
+class _Task(base.Task):
+  """A 3-class classifier of `CONFIG`, never trained: only saved."""
+
+  name = "toy"
+
+  def build_model(self):
+    return BertClassifier(CONFIG, 3)
+
+  def loss(self, outputs, labels):
+    raise NotImplementedError
+
+  def metrics(self, outputs, labels):
+    raise NotImplementedError
+
+  def num_train_examples(self):
+    return 0
+
+
+@pytest.mark.parametrize("training_dtype, stored", [("bfloat16", ["bfloat16", "float32"]),
+                                                    ("float32", ["float32"])])
+def test_a_run_exports_in_the_dtype_it_trained_in(tmp_path, training_dtype, stored):
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join(VOCAB) + "\n")
+  config = run_lib.RunConfig(output_dir=str(tmp_path / "out"), export_dir=str(tmp_path / "export"),
+                             engine=EngineConfig(dtype=training_dtype, enable_xla=False))
+  try:
+    runner = run_lib.Runner(_Task(bert_config=CONFIG, vocab_file=str(vocab_file),
+                                  max_seq_length=8), config, train=False)
+    runner.save(vocab_file=str(vocab_file), do_lower_case=True, max_seq_length=8)
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  dtypes = tf.train.load_checkpoint(str(tmp_path / "export" / "variables" / "variables")
+                                    ).get_variable_to_dtype_map().values()
+  assert sorted({dtype.name for dtype in dtypes if dtype.is_floating}) == stored
+  assert bool(_xla_functions(tmp_path / "export")) == (training_dtype == "float32")
