@@ -9,8 +9,8 @@ matrix products at about four times the float32 rate.
 XLA (`jit_compile`) is chosen per dtype from `benchmarks/serving_throughput.py`: on for float32,
 where XLA's CPU code runs BERT faster than TensorFlow's graph kernels, and off for bfloat16,
 since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them (BERT-Base,
-batch 8, sequence 128, one run: bfloat16 with XLA ran below the float32 rate, without XLA 2.4
-times faster; `docs/performance.md`).
+batch 8, sequence 128, two runs: bfloat16 with XLA ran below the float32 rate, without XLA 1.6
+and 2.4 times faster; `docs/performance.md`).
 
 Example:
 
