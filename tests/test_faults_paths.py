@@ -83,8 +83,11 @@ def _snapshot(folder):
 
 
 def _tool(script, *args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)],
-                        capture_output=True, text=True, timeout=300)
+  """Runs a tool: a script of the repository, or a module (`official_bert.cli.<tool>`)."""
+  command = (["-m", script] if script.startswith("official_bert.")
+             else [os.path.join(ROOT, script)])
+  return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True,
+                        text=True, timeout=300)
 
 
 def _refused(result):
@@ -195,13 +198,17 @@ def test_an_output_that_is_holds_or_lies_inside_an_input_is_refused_naming_both_
     pytest.param(lambda f: ["build_vocab.py", f"--input_file={f['corpus']}/*.txt",
                             f"--output_file={f['corpus']}/a.txt"],
                  r"--output_file=\S+ is --input_file=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["convert_checkpoint.py", "--input_format=keras",
+    pytest.param(lambda f: ["official_bert.cli.convert_checkpoint", "--input_format=keras",
                             f"--input={f['finetuned']}", f"--output_dir={f['root']}"],
                  r"--output_dir=\S+ contains --input=", marks=pytest.mark.slow),
     pytest.param(lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
                             f"--export_dir={f['finetuned']}/export"],
                  r"--export_dir=\S+ lies inside --model_dir=", marks=pytest.mark.slow),
-])
+], ids=["classifier-export_is_output", "pretraining_data-output_is_input",
+        "classifier-export_holds_data", "classifier-output_is_init", "squad-output_holds_model",
+        "ner-output_in_data", "swag-export_in_data", "pretraining-output_holds_records",
+        "extract_features-output_is_input", "build_vocab-output_is_input",
+        "convert_checkpoint-output_holds_input", "export_saved_model-export_in_model"])
 def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, command, message):
   before = _snapshot(files["root"])
   line = _refused(_tool(*command(files)))
