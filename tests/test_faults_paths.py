@@ -176,6 +176,11 @@ def test_an_output_that_is_holds_or_lies_inside_an_input_is_refused_naming_both_
     pytest.param(lambda f: _classifier(f, f"--output_dir={file_uri(f['finetuned'])}",
                                        f"--init_checkpoint={f['finetuned']}"),
                  r"--output_dir=file://\S+ is --init_checkpoint=", marks=pytest.mark.slow),
+    pytest.param(lambda f: _fine_tuning(dict(f, vocab=f"{f['finetuned']}/vocab.txt")) + [
+        "--task_name=SST-2", f"--data_dir={f['sst2']}", f"--output_dir={f['finetuned']}",
+        "--overwrite_output_dir"],
+                 r"--output_dir=\S+ contains --vocab_file=\S+/finetuned/vocab.txt",
+                 marks=pytest.mark.slow),
     pytest.param(lambda f: _fine_tuning(f, "run_squad.py") + [
         f"--train_file={f['sst2']}/train.tsv", f"--output_dir={f['model']}",
         f"--init_checkpoint={f['model']}/bert_model.ckpt"],
@@ -205,7 +210,8 @@ def test_an_output_that_is_holds_or_lies_inside_an_input_is_refused_naming_both_
                             f"--export_dir={f['finetuned']}/export"],
                  r"--export_dir=\S+ lies inside --model_dir=", marks=pytest.mark.slow),
 ], ids=["classifier-export_is_output", "pretraining_data-output_is_input",
-        "classifier-export_holds_data", "classifier-output_is_init", "squad-output_holds_model",
+        "classifier-export_holds_data", "classifier-output_is_init",
+        "classifier-overwrite_output_holds_vocab", "squad-output_holds_model",
         "ner-output_in_data", "swag-export_in_data", "pretraining-output_holds_records",
         "extract_features-output_is_input", "build_vocab-output_is_input",
         "convert_checkpoint-output_holds_input", "export_saved_model-export_in_model"])

@@ -142,8 +142,8 @@ def check_apart(inputs, outputs):
   for out_name, out_value in outputs.items():
     for out_path in _split(out_value or ()):
       output = normalize(out_path)
-      for in_name, paths in expanded.items():
-        for in_path, forms in paths:
+      for in_name, named in expanded.items():
+        for in_path, forms in named:
           for form in forms:
             relation = _relation(output, form)
             if relation is None and any(c in form for c in _GLOB_CHARACTERS):

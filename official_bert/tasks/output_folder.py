@@ -7,13 +7,15 @@ run's model. Two runs in one folder at once overwrite each other's checkpoints. 
 
 * locks the folder for the length of a run (`OutputDirLock`: `run.lock` names the holder's host
   and process); a second run stops at once naming the holder, and a lock left by a dead process
-  of the same host is taken over with a warning. Under multi-worker training only the chief
+  of the same host is taken over with a warning (an empty or damaged lock names no holder, so it is
+  never taken over: the message says to delete it). Under multi-worker training only the chief
   locks: the other workers write nothing of their own there;
 * records what the folder is for (`run_fingerprint.json`, written when a training run starts):
   the model part (task kind, config, casing, sequence length, labels) and the training part (task,
   training data files by size and content hash, schedule, init checkpoint). A later training run
   must match both, a run that only evaluates or predicts the model part; otherwise it stops with
-  the differences listed. `overwrite_output_dir` clears the folder and starts afresh; deleting
+  the differences listed. `overwrite_output_dir` deletes what the package wrote there (never
+  the user's other files, nor a folder holding the run's input) and starts afresh; deleting
   `run_fingerprint.json` accepts the new settings and continues from the checkpoint.
 
 Example:
@@ -316,7 +318,7 @@ def clear(output_dir, inputs=()):
   Raises:
     UserError: an input lies inside `output_dir`.
   """
-  output_dir = os.path.normpath(os.fspath(output_dir))
+  output_dir = os.fspath(output_dir)
   if not tf.io.gfile.isdir(output_dir):
     return
   names = tf.io.gfile.listdir(output_dir)
