@@ -25,6 +25,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import tensorflow as tf
@@ -306,6 +307,27 @@ def test_an_export_replaces_only_our_exports_and_clears_a_killed_exports_debris(
 
 
 @pytest.mark.slow
+def test_the_export_after_a_killed_one_removes_what_it_left(files, tmp_path, caplog):
+  export_dir = tmp_path / "serving" / "1"
+  killed = subprocess.Popen(
+      [sys.executable, os.path.join(ROOT, "export_saved_model.py"),
+       f"--model_dir={files['finetuned']}", f"--export_dir={export_dir}", "--nojit_compile",
+       "--buckets=none"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  pattern = f"{export_dir}.tmp-{socket.gethostname()}-{killed.pid}-*"
+  deadline = time.time() + 240
+  while not tf.io.gfile.glob(pattern) and killed.poll() is None and time.time() < deadline:
+    time.sleep(0.02)
+  killed.kill()
+  killed.wait()
+  left = tf.io.gfile.glob(pattern)
+  assert left and not export_dir.exists(), "the export was not caught while writing"
+  with caplog.at_level(logging.WARNING):
+    export_model_dir(str(files["finetuned"]), str(export_dir), jit_compile=False, buckets=())
+  assert os.listdir(export_dir.parent) == ["1"]
+  assert f"Removing {left[0]}, left by an interrupted run (process {killed.pid}" in caplog.text
+
+
+@pytest.mark.slow
 def test_export_saved_model_into_a_taken_folder_is_one_line(files, tmp_path):
   ours = tmp_path / "ours"
   export_model_dir(str(files["finetuned"]), str(ours), jit_compile=False, buckets=())
@@ -412,3 +434,14 @@ def test_an_empty_or_damaged_lock_names_no_process_none(tmp_path):
     assert "None" not in message and "run.lock is empty or damaged" in message
     assert f"if that run is gone, delete {lock_file}" in message
   assert lock_file.read_text() == "{not json"  # never taken over: its holder is unknown
+
+
+def test_a_run_on_a_folder_with_an_empty_lock_stops_naming_the_file(files, tmp_path):
+  output_dir = tmp_path / "out"
+  output_dir.mkdir()
+  (output_dir / output_folder.LOCK_NAME).write_text("")
+  with pytest.raises(output_folder.OutputDirInUseError,
+                     match=r"in use by another run \(its run.lock is empty or damaged, so the "
+                     r"holder is unknown\).* delete \S+run.lock\.$"):
+    _classify(files, output_dir)
+  assert os.listdir(output_dir) == [output_folder.LOCK_NAME]
