@@ -21,6 +21,7 @@ that is cheap) on tiny files and checks that the user's data survives byte for b
 import json
 import logging
 import os
+import pathlib
 import re
 import socket
 import subprocess
@@ -79,7 +80,7 @@ def files(tmp_path_factory):
 def _snapshot(folder):
   """Every file under `folder` with its bytes: what must survive a refused run."""
   return {os.path.relpath(os.path.join(top, name), folder):
-          open(os.path.join(top, name), "rb").read()
+          pathlib.Path(top, name).read_bytes()
           for top, _, names in os.walk(folder) for name in names}
 
 
