@@ -94,7 +94,8 @@ def _create():
 def run():
   """The `bert-create-pretraining-data` command (and `python create_pretraining_data.py`)."""
   try:
-    launch(main, ["input_file", "output_file", "vocab_file"])
+    launch(main, ["input_file", "output_file", "vocab_file"], inputs=["input_file", "vocab_file"],
+           outputs=["output_file"])
   except Stopped as stop:
     print(f"create_pretraining_data: stopped by {stop}; the workers were terminated and the "
           "partial outputs removed.", file=sys.stderr)

@@ -6,6 +6,10 @@ exit status 2, without a traceback (`--verbose` shows it). Such an error is an
 made for another run, ...), or a `ValueError` / `FileNotFoundError` raised by this package's own
 checks (the raising line lies in `official_bert`). Any other exception is a bug, in this package or
 below it, and keeps its traceback and absl's exit status.
+
+Before the work, the paths of the flags a tool reads and writes are checked
+(`official_bert.common.paths`): no output is, holds or lies inside an input, every output can be
+written, every input's file system can be reached.
 """
 
 import os
@@ -14,6 +18,7 @@ import traceback
 
 from absl import app, flags
 
+from official_bert.common import paths
 from official_bert.common.errors import UserError
 
 flags.DEFINE_bool("verbose", False,
@@ -39,12 +44,14 @@ def is_user_error(error):
   return os.path.abspath(raising_file).startswith(_PACKAGE_DIR + os.sep)
 
 
-def launch(work, required_flags=()):
+def launch(work, required_flags=(), *, inputs=(), outputs=()):
   """Runs a tool as an absl program.
 
   Args:
     work: `work()` does the tool's one library call, reading the parsed flags.
     required_flags: names of the flags that must be given.
+    inputs: names of the flags whose paths the tool reads.
+    outputs: names of the flags whose paths it writes (`*_file`: a file, else a folder).
   """
   flags.mark_flags_as_required(list(required_flags))
 
@@ -52,6 +59,8 @@ def launch(work, required_flags=()):
     if len(argv) > 1:
       raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     try:
+      paths.check_run_paths({name: FLAGS[name].value for name in inputs},
+                            {name: FLAGS[name].value for name in outputs})
       work()
     except Exception as error:  # noqa: BLE001  (sorted below: the user's faults vs. bugs)
       if FLAGS.verbose or not is_user_error(error):
