@@ -51,13 +51,15 @@ HASH_LIMIT_BYTES = 64 << 20
 # Marks of a folder that a run wrote into: only such a folder is cleared by overwrite_output_dir.
 _RUN_MARKS = (FINGERPRINT_NAME, "checkpoint", "model.json")
 # What the package writes into an output folder (checkpoints, summaries, the model folder, cached
-# features, results, predictions, GLUE submissions, temporaries): all that overwrite_output_dir
-# deletes. Anything else there is the user's and stays.
+# features, results, predictions, GLUE submissions by task name, temporaries): all that
+# overwrite_output_dir deletes. Anything else there is the user's and stays.
 _WRITTEN = ("checkpoint", "ckpt-*", ".worker-*", FINGERPRINT_NAME, "model.json",
             "model.weights.h5", "bert_config.json", "vocab.txt", "labels.txt", "train", "eval",
             "eval_results*.txt", "*.tf_record", "test_results*.tsv", "test_predictions.*",
             "eval_predictions.txt", "predictions.json", "nbest_predictions.json",
-            "null_odds.json", "bert_model.ckpt*", "[A-Z]*.tsv", "*.tmp-*")
+            "null_odds.json", "bert_model.ckpt*", "*.tmp-*",
+            *(f"{task}.tsv" for task in ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "MNLI-m",
+                                          "MNLI-mm", "QNLI", "RTE", "WNLI", "AX", "XNLI")))
 # A rename that checks for the target first is not atomic on every file system; the loser of
 # such a race sees the winner's lock once both renames are done.
 _SETTLE_SECONDS = 0.2
