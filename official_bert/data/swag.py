@@ -134,28 +134,30 @@ def read_swag_csv(path):
       of fields, or a label that is not a valid choice index.
   """
   with file_io.open_read(path, encoding="utf-8-sig", newline="") as f:
-    reader = csv.DictReader(f)
-    header = reader.fieldnames or []
+    reader = csv.reader(f)
+    header = next(reader, [])
     missing = [name for name in ("sent1", "sent2") if name not in header]
     if missing:
       raise ValueError(f"{path}:1: header lacks the column(s) {missing}; found {header}")
     endings = _ending_fields(header, f"{path}:1")
     examples = []
-    for row in reader:
-      # `line_num` is the row's last line; errors name the line where it begins.
-      line_breaks = sum(value.count("\n") for value in row.values() if isinstance(value, str))
-      first_line = reader.line_num - line_breaks
-      where = f"{path}:{first_line}"
-      if line_breaks >= MAX_LINES_PER_ROW:
+    next_line = reader.line_num + 1
+    for fields in reader:
+      # Errors name the line where the row begins; `line_num` is the line where it ends.
+      first_line, next_line = next_line, reader.line_num + 1
+      where, row_lines = f"{path}:{first_line}", reader.line_num - first_line + 1
+      if not fields:
+        continue
+      if row_lines > MAX_LINES_PER_ROW:
         raise ValueError(
-            f"{where}: a quoted field begins on this line and runs over {line_breaks + 1} lines, "
-            f"to line {reader.line_num}: a stray '\"'? A SWAG row is one line; close the quote, "
-            "or double a quote inside a quoted field (\"\").")
-      if None in row:
+            f"{where}: a quoted field begins on this line and runs over {row_lines} lines, to "
+            f"line {reader.line_num}: a stray '\"'? A SWAG row is one line; close the quote, or "
+            "double a quote inside a quoted field (\"\").")
+      if len(fields) > len(header):
         raise ValueError(f"{where}: the row has more fields than the {len(header)} of the header")
-      absent = [name for name, value in row.items() if value is None]
-      if absent:
-        raise ValueError(f"{where}: the row ends before the field(s) {absent}")
+      if len(fields) < len(header):
+        raise ValueError(f"{where}: the row ends before the field(s) {header[len(fields):]}")
+      row = dict(zip(header, fields))
       example_id = row.get("fold-ind") or f"{os.path.basename(path)}:{first_line}"
       examples.append(SwagExample(
           example_id=example_id, context=row["sent1"], start_ending=row["sent2"],

@@ -118,7 +118,7 @@ def check_token_ids(inputs, config, seq_length, names=INPUT_NAMES):
                                 message=f"{type_name} must have the shape of {word_name}"),
       tf.debugging.assert_less_equal(
           length, seq_length,
-          message=f"{word_name} has more positions than this signature's max_seq_length "
+          message=f"{word_name} has more positions than the max_seq_length of the signature, "
                   f"{seq_length}"),
   ]
   for name, ids, limit, limit_name in ((word_name, word_ids, config.vocab_size, "vocab_size"),
@@ -126,8 +126,9 @@ def check_token_ids(inputs, config, seq_length, names=INPUT_NAMES):
                                         "type_vocab_size")):
     checks += [
         tf.debugging.assert_non_negative(ids, message=f"{name} holds a negative id"),
-        tf.debugging.assert_less(ids, tf.constant(limit, ids.dtype),
-                                 message=f"{name} holds an id >= the model's {limit_name} {limit}"),
+        tf.debugging.assert_less(
+            ids, tf.constant(limit, ids.dtype),
+            message=f"{name} holds an id >= {limit_name} {limit} of the model"),
     ]
   with tf.control_dependencies(checks):
     return {name: tf.identity(value) for name, value in inputs.items()}
