@@ -283,7 +283,7 @@ def test_export_of_a_broken_folder_is_one_line_with_exit_status_2(model_dir, tmp
   _assert_one_line_error(
       _run_tool("export_saved_model.py", f"--model_dir={hf}", "--do_lower_case",
                 f"--export_dir={tmp_path / 'export2'}"),
-      f"{hf / 'config.json'}: not valid JSON at line 1, column 42")
+      f"{hf / 'config.json'}: not valid JSON at line 1, column 41")
 
 
 # === 6. Messages of the library ===
