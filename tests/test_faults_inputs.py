@@ -202,7 +202,7 @@ def _custom_csv(folder, rows, stray_row):
   return folder
 
 
-def test_a_stray_quote_counts_every_row_it_swallows(tmp_path):
+def test_a_stray_quote_counts_every_row_it_swallows(tmp_path, caplog):
   folder = _custom_csv(tmp_path / "data", rows=48, stray_row=9)  # row 10, on line 11
   with pytest.raises(UserError, match=r"train.csv:11: expected 2 fields like the header, found "
                      r"1; a quoted field begins on this line and runs to line 49"):
@@ -210,6 +210,15 @@ def test_a_stray_quote_counts_every_row_it_swallows(tmp_path):
   processor = custom_data.CustomProcessor(str(folder), "text", "label", skip_malformed_rows=True)
   assert len(processor.get_train_examples()) == 9
   assert processor.skipped_rows[str(folder / "train.csv")] == 39  # 9 + 39 = 48 rows
+  # A stray quote closed further down merges rows into one well-formed row: valid CSV, but said.
+  merged = tmp_path / "merged"
+  merged.mkdir()
+  (merged / "train.csv").write_text('text,label\n"good a,1\nbad b,0\ngood" a,1\nbad b,0\n')
+  caplog.clear()
+  examples = custom_data.CustomProcessor(str(merged), "text", "label").get_train_examples()
+  assert len(examples) == 2
+  assert "train.csv: 1 row(s) run over several lines (a quoted field with line breaks), the " \
+      "first from line 2 to 4; if that is not meant, look for a stray '\"'" in caplog.text
 
 
 def test_a_swag_field_running_over_lines_is_an_error_naming_where_it_began(tmp_path):

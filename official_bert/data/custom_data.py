@@ -17,6 +17,8 @@ import json
 import math
 import os
 
+from absl import logging
+
 from official_bert.common import file_io
 from official_bert.data import classifier_data
 from official_bert.tokenization import utf8
@@ -177,6 +179,13 @@ class CustomProcessor(classifier_data.DataProcessor):
       if too_far:
         raise classifier_data.DataError(
             f"{path}:{rows[0][0]}: the row has {width} fields, so there is no {', '.join(too_far)}")
+    if last_lines:
+      # Line breaks in quoted fields are valid CSV, but also what a stray quote makes of the rows
+      # below it: say so, so that rows merged into one are not lost without a word.
+      first = min(last_lines)
+      logging.warning("%s: %d row(s) run over several lines (a quoted field with line breaks), "
+                      "the first from line %d to %d; if that is not meant, look for a stray '\"'.",
+                      path, len(last_lines), first, last_lines[first])
     for line, fields in rows:
       if len(fields) != width:
         like = "the header" if self.has_header else "the first row"
