@@ -44,7 +44,9 @@ from official_bert.common.errors import UserError
 from official_bert.data import custom_data, squad, swag, tfds_data
 from official_bert.export import export_classifier
 from official_bert.pretraining.reader import pretraining_dataset
-from official_bert.tasks import classification
+from official_bert.pretraining.task import PretrainingTask
+from official_bert.tasks import classification, driver
+from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
@@ -140,6 +142,19 @@ def test_pretraining_records_out_of_range_fail_naming_the_file(tmp_path, bad, fe
     _read_all(f"{good},{damaged}", vocab_size=40, type_vocab_size=2)
   assert str(error.value).startswith(f"{damaged}: a record's {feature}")
   assert launch.is_user_error(error.value)
+
+
+@pytest.mark.slow
+def test_pretraining_on_records_past_the_vocabulary_stops_naming_the_file(tmp_path):
+  """The whole run, with XLA: before, it trained and evaluated with exit status 0."""
+  records = _pretraining_records(tmp_path / "records.tfrecord", [[2, 5, 3], [2, 40, 3]] * 4)
+  task = PretrainingTask(bert_config=_config(), input_file=records, max_seq_length=8,
+                         max_predictions_per_seq=2, num_train_steps=2, num_warmup_steps=0)
+  config = RunConfig(output_dir=str(tmp_path / "out"), train_batch_size=4, engine=ENGINE)
+  with pytest.raises(tfrecord_errors.RecordValueError,
+                     match=f"^{records}: a record's input_ids holds 40, outside"):
+    driver.run(task, config, Modes(train=True, eval=True))
+  assert not (tmp_path / "out" / "model.json").exists()
 
 
 @pytest.fixture(scope="module")
