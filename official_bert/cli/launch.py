@@ -13,6 +13,7 @@ written, every input's file system can be reached.
 """
 
 import os
+import re
 import sys
 import traceback
 
@@ -57,7 +58,8 @@ def launch(work, required_flags=(), *, inputs=(), outputs=()):
 
   def main(argv):
     if len(argv) > 1:
-      raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+      _exit_with(f"unexpected argument(s) {' '.join(argv[1:])}: every setting is a flag, "
+                 "--name=value (see --help)")
     try:
       paths.check_run_paths({name: FLAGS[name].value for name in inputs},
                             {name: FLAGS[name].value for name in outputs})
@@ -65,9 +67,28 @@ def launch(work, required_flags=(), *, inputs=(), outputs=()):
     except Exception as error:  # noqa: BLE001  (sorted below: the user's faults vs. bugs)
       if FLAGS.verbose or not is_user_error(error):
         raise
-      message = " ".join(str(error).split("\n"))
-      sys.stderr.write(f"error: {message}\n")
-      sys.stderr.flush()
-      sys.exit(USER_ERROR_STATUS)
+      _exit_with(str(error))
 
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, with a bad flag (unknown, malformed, missing) as a user's error: absl
+  itself would print the whole usage and exit with status 1."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as error:
+    message = str(error)
+    # absl words a bad boolean as a tuple: "('Non-boolean argument to boolean flag', 'flase')".
+    message = re.sub(r"\('Non-boolean argument to boolean flag', '(.*)'\)",
+                     r"'\1' is not a boolean: give true or false (or --name / --noname)",
+                     message)
+    _exit_with(f"{message} (see --help)")
+
+
+def _exit_with(message):
+  """Ends the tool as a user's error: one line on stderr, exit status 2."""
+  message = " ".join(message.split("\n"))
+  sys.stderr.write(f"error: {message}\n")
+  sys.stderr.flush()
+  sys.exit(USER_ERROR_STATUS)
