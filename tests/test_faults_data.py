@@ -38,7 +38,7 @@ from official_bert.data import classifier_data
 from official_bert.pretraining import corpus as corpus_lib
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
-from official_bert.pretraining.task import PretrainingTask
+from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 from official_bert.training.checkpointing import UnreadableCheckpointError

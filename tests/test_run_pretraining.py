@@ -14,7 +14,7 @@ from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
-from official_bert.pretraining.task import PretrainingTask
+from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig

@@ -23,7 +23,7 @@ from absl import flags
 
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
-from official_bert.tasks import classification
+from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
@@ -60,7 +60,7 @@ _CUSTOM_FLAGS = ("text_a_column", "text_b_column", "label_column", "is_regressio
 
 def main():
   fine_tuning_flags.run_task_from_flags(
-      classification.ClassificationTask(
+      experiment.ClassificationConfig(
           **fine_tuning_flags.task_args_from_flags(), task_name=FLAGS.task_name,
           data_dir=FLAGS.data_dir, tfds_name=FLAGS.tfds_name,
           custom_options={name: FLAGS[name].value for name in _CUSTOM_FLAGS if FLAGS[name].present},

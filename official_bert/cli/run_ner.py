@@ -23,7 +23,7 @@ from absl import flags
 
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
-from official_bert.tasks import tagging
+from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
@@ -37,8 +37,8 @@ fine_tuning_flags.define_fine_tuning_flags()
 
 def main():
   fine_tuning_flags.run_task_from_flags(
-      tagging.NerTask(**fine_tuning_flags.task_args_from_flags(), output_dir=FLAGS.output_dir,
-                      **fine_tuning_flags.split_files_from_flags()))
+      experiment.NerConfig(**fine_tuning_flags.task_args_from_flags(),
+                           **fine_tuning_flags.split_files_from_flags()))
 
 
 def run():

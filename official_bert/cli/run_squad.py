@@ -21,7 +21,7 @@ from absl import app, flags
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
 from official_bert.data import squad
-from official_bert.tasks import question_answering
+from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
@@ -59,7 +59,7 @@ def main():
     raise app.UsageError("run_squad.py has no --do_eval: --do_predict answers --predict_file and "
                          "scores it when the file holds answers.")
   fine_tuning_flags.run_task_from_flags(
-      question_answering.SquadTask(
+      experiment.SquadConfig(
           **fine_tuning_flags.task_args_from_flags(), train_file=FLAGS.train_file,
           predict_file=FLAGS.predict_file, doc_stride=FLAGS.doc_stride,
           max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
