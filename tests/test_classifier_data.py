@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from conftest import shared_data
-from official_bert.data import classifier_data, classifier_processors, custom_data, glue
+from official_bert.data import classifier_processors, custom_data, glue
 from official_bert.data.classifier_data import DataError, InputExample
 
 BOM = "\ufeff"

@@ -35,10 +35,14 @@ fine_tuning_flags.define_split_file_flags(
 fine_tuning_flags.define_fine_tuning_flags()
 
 
+def task_config_from_flags():
+  """The task's node of the run's config, from the parsed flags."""
+  return experiment.NerConfig(**fine_tuning_flags.task_args_from_flags(),
+                              **fine_tuning_flags.split_files_from_flags())
+
+
 def main():
-  fine_tuning_flags.run_task_from_flags(
-      experiment.NerConfig(**fine_tuning_flags.task_args_from_flags(),
-                           **fine_tuning_flags.split_files_from_flags()))
+  fine_tuning_flags.run_task_from_flags(task_config_from_flags())
 
 
 def run():

@@ -24,14 +24,17 @@ and nothing else.
 
 Example:
 
-  task = FeatureExtractionTask(input_file="input.txt", output_file="out/features.jsonl",
-                               layers="-1,-2")
-  driver.run(task, RunConfig(output_dir="out", init_checkpoint="uncased_L-4_H-256_A-4"),
-             Modes(predict=True))
-  task = FeatureExtractionTask(input_file="input.txt", output_file="out/embeddings.jsonl",
-                               pooling="mean", normalize=True, do_lower_case=True)
-  driver.run(task, RunConfig(output_dir="out", init_checkpoint="all-MiniLM-L6-v2",
-                             predict_batch_size=64), Modes(predict=True))
+  task = FeatureExtractionConfig(input_file="input.txt", output_file="out/features.jsonl",
+                                 layers="-1,-2")
+  driver.run_experiment(ExperimentConfig(task=task, output_dir="out",
+                                         init_checkpoint="uncased_L-4_H-256_A-4"),
+                        Modes(predict=True))
+  task = FeatureExtractionConfig(input_file="input.txt", output_file="out/embeddings.jsonl",
+                                 pooling="mean", normalize=True, do_lower_case=True)
+  driver.run_experiment(ExperimentConfig(task=task, output_dir="out",
+                                         init_checkpoint="all-MiniLM-L6-v2",
+                                         trainer=TrainerConfig(predict_batch_size=64)),
+                        Modes(predict=True))
 """
 
 import dataclasses
