@@ -271,8 +271,6 @@ class SquadTask(base.Task):
     fingerprint = super().fingerprint()
     # The longest answer is a choice of each prediction run, not a property of the model.
     fingerprint["model"]["extra"].pop("max_answer_length")
-    fingerprint["training"].update(doc_stride=self.doc_stride,
-                                   version_2_with_negative=self.version_2_with_negative)
     return fingerprint
 
   def model_folder_fields(self):
