@@ -87,6 +87,12 @@ def test_the_fingerprint_comes_from_the_marked_fields_of_the_tree(tmp_path):
   assert output_folder.differences(parts, experiment.fingerprint(faster), ["training"]) == [
       "training.learning_rate: 5e-05 then, 0.001 now",
       "training.weight_decay: 0.01 then, 0.0 now"]
+  squad = experiment.fingerprint(experiment.ExperimentConfig(
+      task=experiment.SquadConfig(doc_stride=64, max_answer_length=10), model=MODEL,
+      output_dir=str(tmp_path)))
+  assert squad["training"]["doc_stride"] == 64
+  assert squad["training"]["version_2_with_negative"] is False
+  assert "max_answer_length" not in squad["model"] and squad["model"]["max_seq_length"] == 384
 
 
 def _sentiment(folder):

@@ -32,6 +32,7 @@ ValueError: Cannot use sequence length 32 because ... up to sequence length 16 (
 
 import abc
 import dataclasses
+import os
 
 from absl import logging
 
@@ -149,9 +150,9 @@ class Task(abc.ABC):
 
     Args:
       modes: the run's `Modes`.
-      init_checkpoint: the starting checkpoint, located and checked by the driver
-        (`checkpoints.locate_checkpoint`), or None; checked against `do_lower_case` when it names
-        the casing of a released model.
+      init_checkpoint: the starting checkpoint as the driver located and checked it
+        (`checkpoints.check_init_checkpoint`; a path works too), or None; checked against
+        `do_lower_case` when it names the casing of a released model.
       output_dir: the run's output folder (what an earlier run left there may matter).
       export_dir: where the run exports, or None.
     """
@@ -165,7 +166,8 @@ class Task(abc.ABC):
                        "model was only trained up to sequence length "
                        f"{self.bert_config.max_position_embeddings} (max_position_embeddings).")
     if self.do_lower_case is not None and init_checkpoint:
-      tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint.path)
+      tokenization.validate_case_matches_checkpoint(self.do_lower_case,
+                                                    os.fspath(init_checkpoint))
     if self.vocab_file:
       _ = self.tokenizer  # loads and checks the vocabulary now, not after training
 

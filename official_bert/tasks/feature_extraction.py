@@ -311,9 +311,10 @@ class FeatureExtractionTask(base.Task):
       # Before the long part: a taken export_dir would otherwise fail only at the end.
       archive.check_export_dir(export_dir, overwrite=False)
     self.bert_config = read_config(init_checkpoint, self.bert_config or self.bert_config_file)
-    self.vocab_file = self.vocab_file or _default_vocab(init_checkpoint.path)
+    self.vocab_file = self.vocab_file or _default_vocab(init_checkpoint)
     if self.vocab_file is None:
-      raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside {init_checkpoint.path}")
+      raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside "
+                       f"{os.fspath(init_checkpoint)}")
     super().validate(modes, init_checkpoint, **paths)
     self.layer_indexes = parse_layers([self.pooling_layer] if self.pooling else self.layers,
                                       self.bert_config.num_hidden_layers)

@@ -97,7 +97,7 @@ class Runner:
     if restored_step == 0 and init_checkpoint:
       self.head_restored = bool(restore_task_weights(self.model, init_checkpoint))
       logging.info("Initialised the encoder%s from %s.",
-                   " and the heads" if self.head_restored else "", init_checkpoint.path)
+                   " and the heads" if self.head_restored else "", os.fspath(init_checkpoint))
     elif restored_step == 0:
       logging.info("Nothing to resume in %s and no init_checkpoint: the whole %s starts freshly "
                    "initialised.", config.output_dir, type(self.model).__name__)
