@@ -19,13 +19,9 @@ original word), the fine-tuned model folder, and with `--export_dir` a serving S
 Running the same command again resumes.
 """
 
-from absl import flags
-
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
 from official_bert.tasks import experiment
-
-FLAGS = flags.FLAGS
 
 fine_tuning_flags.define_split_file_flags(
     data_dir="Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.",
