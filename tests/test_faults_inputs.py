@@ -44,10 +44,10 @@ from official_bert.common.errors import UserError
 from official_bert.data import custom_data, squad, swag, tfds_data
 from official_bert.export import export_classifier
 from official_bert.pretraining.reader import pretraining_dataset
-from official_bert.pretraining.task import PretrainingTask
 from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,7 +96,8 @@ def test_a_sentence_pair_task_on_a_one_type_model_is_refused_before_training(tmp
   with pytest.raises(UserError, match=r"sentence pairs of MRPC need type ids 0 to 1, but the "
                      r"model's type_vocab_size is 1"):
     run_task(classification.ClassificationTask,
-             config=RunConfig(output_dir=str(output_dir), train_batch_size=4, engine=ENGINE),
+             config=ExperimentConfig(output_dir=str(output_dir), runtime=ENGINE,
+                                     trainer=TrainerConfig(train_batch_size=4)),
              bert_config_file=str(config_file), vocab_file=_vocab(tmp_path / "vocab.txt"),
              task_name="MRPC", data_dir=str(mrpc), max_seq_length=16, do_train=True)
   assert not output_dir.exists()  # refused before any work
@@ -149,8 +150,10 @@ def test_pretraining_on_records_past_the_vocabulary_stops_naming_the_file(tmp_pa
   """The whole run, with XLA: before, it trained and evaluated with exit status 0."""
   records = _pretraining_records(tmp_path / "records.tfrecord", [[2, 5, 3], [2, 40, 3]] * 4)
   task = PretrainingTask(bert_config=_config(), input_file=records, max_seq_length=8,
-                         max_predictions_per_seq=2, num_train_steps=2, num_warmup_steps=0)
-  config = RunConfig(output_dir=str(tmp_path / "out"), train_batch_size=4, engine=ENGINE)
+                         max_predictions_per_seq=2)
+  config = ExperimentConfig(output_dir=str(tmp_path / "out"), runtime=ENGINE,
+                            trainer=TrainerConfig(train_batch_size=4, num_train_steps=2,
+                                                  num_warmup_steps=0))
   with pytest.raises(tfrecord_errors.RecordValueError,
                      match=f"^{records}: a record's input_ids holds 40, outside"):
     driver.run(task, config, Modes(train=True, eval=True))
@@ -339,10 +342,10 @@ def test_use_tpu_with_another_strategy_is_refused():
 def test_a_batch_that_accumulation_cannot_split_is_refused_before_work(tmp_path):
   with pytest.raises(UserError, match="train_batch_size 30 does not split into "
                      "gradient_accumulation_steps=4 equal micro-batches"):
-    RunConfig(output_dir=str(tmp_path), train_batch_size=30,
-              engine=EngineConfig(gradient_accumulation_steps=4))
-  assert RunConfig(output_dir=str(tmp_path), train_batch_size=32,
-                   engine=EngineConfig(gradient_accumulation_steps=4))
+    ExperimentConfig(output_dir=str(tmp_path), trainer=TrainerConfig(train_batch_size=30),
+                     runtime=EngineConfig(gradient_accumulation_steps=4))
+  assert ExperimentConfig(output_dir=str(tmp_path), trainer=TrainerConfig(train_batch_size=32),
+                          runtime=EngineConfig(gradient_accumulation_steps=4))
 
 
 def _squad(path, paragraphs, version=None):

@@ -39,7 +39,7 @@ from official_bert.common.errors import UserError
 from official_bert.data import synthetic
 from official_bert.export import archive, export_model_dir
 from official_bert.tasks import classification, output_folder
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -230,9 +230,10 @@ def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, co
 
 def _classify(files, output_dir, **config):
   return run_task(classification.ClassificationTask,
-                  config=RunConfig(output_dir=str(output_dir), train_batch_size=16,
-                                   learning_rate=1e-3, num_train_epochs=1.0, engine=ENGINE,
-                                   **config),
+                  config=ExperimentConfig(
+                      output_dir=str(output_dir), runtime=ENGINE, **config,
+                      trainer=TrainerConfig(train_batch_size=16, learning_rate=1e-3,
+                                            num_train_epochs=1.0)),
                   bert_config_file=files["config"], vocab_file=files["vocab"], task_name="SST-2",
                   data_dir=str(files["sst2"]), max_seq_length=16, do_train=True)
 

@@ -1,16 +1,11 @@
-"""Examples for sentence and sentence-pair classification, and the processors that read them.
+"""Examples for sentence and sentence-pair classification, and what their readers share.
 
 An `InputExample` holds one text, or a pair, and its label: a string for classification, a float for
-regression, `None` for unlabeled test data. A processor reads one data source into examples and
-knows the label list. Three kinds exist:
-
-* `glue.GlueProcessor`: the GLUE tasks, from the files of `download_glue_data.py` / the GLUE site;
-* `custom_data.CustomProcessor`: the user's own CSV, TSV or JSON-lines files;
-* `tfds_data.TfdsProcessor`: the `glue/*` datasets of TensorFlow Datasets.
-
-`get_processor` picks one from the names the `run_classifier.py` flags carry. This module also holds
-what the file readers share: `DataError` and the row reader, which reports a malformed row by file,
-line and column, or, when the caller allows skipping, counts the skipped rows and logs the count.
+regression, `None` for unlabeled test data. A processor (`DataProcessor`) reads one data source into
+examples and knows the label list; the kinds are in `glue`, `custom_data` and `tfds_data`, and
+`classifier_processors.get_processor` picks one. This module also holds what the file readers
+share: `DataError` and the row reader, which reports a malformed row by file, line and column, or,
+when the caller allows skipping, counts the skipped rows and logs the count.
 """
 
 import abc
@@ -226,38 +221,3 @@ def non_empty_rows(path, **kwargs):
   if not rows:
     raise DataError(f"{path}: the file is empty")
   return rows
-
-
-def get_processor(task_name, data_dir=None, *, tfds_name=None, **custom_options):
-  """Returns the processor for a GLUE task, the user's own files, or a TFDS dataset.
-
-  Args:
-    task_name: a GLUE task (`cola`, `sst-2`, `mrpc`, `sts-b`, `qqp`, `mnli`, `qnli`, `rte`, `wnli`,
-      `ax`; case and `-` do not matter) or `custom`. Ignored when `tfds_name` is given.
-    data_dir: the folder of the task's files; with `tfds_name`, the TFDS data folder (optional).
-    tfds_name: a TFDS dataset such as `glue/sst2`, read instead of files.
-    **custom_options: keyword arguments of `CustomProcessor` (`text_a_column`, `label_column`,
-      `text_b_column`, `is_regression`, `has_header`, ...) for `task_name="custom"`;
-      `skip_malformed_rows` for a GLUE task or a TFDS dataset.
-
-  Returns:
-    A `DataProcessor`.
-
-  Example:
-
-  >>> processor = get_processor("MRPC", "glue_data/MRPC")
-  >>> processor.get_labels()
-  ['0', '1']
-  """
-  # The processor modules build on this one, so they are imported here rather than at the top.
-  if tfds_name:
-    from official_bert.data import tfds_data  # pylint: disable=g-import-not-at-top
-    return tfds_data.TfdsProcessor(tfds_name, data_dir=data_dir, **custom_options)
-  if data_dir is None:
-    raise ValueError(f"task {task_name!r} reads files: give their folder as data_dir")
-  if task_name.lower() == "custom":
-    from official_bert.data import custom_data  # pylint: disable=g-import-not-at-top
-    return custom_data.CustomProcessor(data_dir, **custom_options)
-  from official_bert.data import glue  # pylint: disable=g-import-not-at-top
-  return glue.GlueProcessor(task_name, data_dir, **custom_options)
-

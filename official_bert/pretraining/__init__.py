@@ -15,8 +15,8 @@ Training on the data (`run_pretraining.py`):
 * `reader` (`pretraining_dataset`): the records, ours or the original tool's -> batches of the
   model's inputs and labels, optionally re-masked every epoch by `dynamic_masking`
   (`DynamicMasking`, the same rule in TensorFlow, inside `tf.data`);
-* `task` (`PretrainingTask`): `BertPretrainer` on the shared engine (`official_bert.training`):
-  train, evaluate, export the folder that fine-tuning starts from.
+* the pre-training task itself, `BertPretrainer` on the shared engine, is one of the tasks:
+  `official_bert.tasks.pretraining.PretrainingTask`.
 
 Names are imported on first use (PEP 562): importing one module of this package (as each worker
 process of `create_pretraining_data` does) does not import the others.
@@ -37,8 +37,6 @@ _EXPORTS = {
     "PretrainingStats": ".stats",
     "pretraining_dataset": ".reader",
     "DynamicMasking": ".dynamic_masking",
-    "PretrainingTask": ".task",
-    "pretraining_metrics": ".task",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -53,8 +53,9 @@ _RUN_MARKS = (FINGERPRINT_NAME, "checkpoint", "model.json")
 # What the package writes into an output folder (checkpoints, summaries, the model folder, cached
 # features, results, predictions, GLUE submissions by task name, temporaries): all that
 # overwrite_output_dir deletes. Anything else there is the user's and stays.
-_WRITTEN = ("checkpoint", "ckpt-*", ".worker-*", FINGERPRINT_NAME, "model.json",
-            "model.weights.h5", "bert_config.json", "vocab.txt", "labels.txt", "train", "eval",
+_WRITTEN = ("checkpoint", "ckpt-*", ".worker-*", FINGERPRINT_NAME, "experiment_config.json",
+            "model.json", "model.weights.h5", "bert_config.json", "vocab.txt", "labels.txt",
+            "train", "eval",
             "eval_results*.txt", "*.tf_record", "test_results*.tsv", "test_predictions.*",
             "eval_predictions.txt", "predictions.json", "nbest_predictions.json",
             "null_odds.json", "bert_model.ckpt*", "*.tmp-*",
