@@ -39,20 +39,27 @@ def is_user_error(error):
   return os.path.abspath(raising_file).startswith(_PACKAGE_DIR + os.sep)
 
 
-def launch(work, required_flags=()):
+def launch(work, required_flags=(), passes_on=None):
   """Runs a tool as an absl program.
 
   Args:
     work: `work()` does the tool's one library call, reading the parsed flags.
     required_flags: names of the flags that must be given.
+    passes_on: for a tool that hands the arguments absl does not know to another parser (Apache
+      Beam's pipeline options): `passes_on(argv)` says whether this command line does; then they
+      go to `work(rest)` instead of being refused.
   """
   flags.mark_flags_as_required(list(required_flags))
+  passing = passes_on is not None and passes_on(sys.argv)
 
   def main(argv):
-    if len(argv) > 1:
+    if len(argv) > 1 and not passing:
       raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     try:
-      work()
+      if passing:
+        work(argv[1:])
+      else:
+        work()
     except Exception as error:  # noqa: BLE001  (sorted below: the user's faults vs. bugs)
       if FLAGS.verbose or not is_user_error(error):
         raise
@@ -61,4 +68,13 @@ def launch(work, required_flags=()):
       sys.stderr.flush()
       sys.exit(USER_ERROR_STATUS)
 
-  app.run(main)
+  app.run(main, **({"flags_parser": _parse_known_flags} if passing else {}))
+
+
+def _parse_known_flags(argv):
+  """absl's flags out of `argv`; returns the program name and the arguments absl does not know."""
+  try:
+    return FLAGS(argv, known_only=True)
+  except flags.Error as error:
+    sys.stderr.write(f"error: {error}\n")
+    sys.exit(USER_ERROR_STATUS)
