@@ -37,7 +37,7 @@ from absl import logging
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 import numpy as np
 import tensorflow as tf
@@ -237,6 +237,23 @@ def build_pipeline(root, files, output_prefix, vocab_file, *, do_lower_case=True
       compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED)
 
 
+def _direct_runner(pipeline_options):
+  """The runner that `--direct_running_mode` configures, when it is given; else None (Beam's).
+
+  The DirectRunner prefers Beam's Prism runner when it can fetch it, and Prism ignores
+  `--direct_num_workers` and `--direct_running_mode`; a user who sets those asks for the
+  FnApiRunner's worker threads or processes, so they get it.
+  """
+  runner = pipeline_options.view_as(StandardOptions).runner
+  mode = pipeline_options.view_as(DirectOptions).direct_running_mode
+  if runner in (None, "DirectRunner") and mode != "in_memory":
+    from apache_beam.runners.portability.fn_api_runner import (  # pylint: disable=g-import-not-at-top
+      fn_runner,
+    )
+    return fn_runner.FnApiRunner()
+  return None
+
+
 def create_pretraining_data_beam(input_files, output_prefix, vocab_file, beam_args, *,
                                  do_lower_case=True, options=InstanceOptions(),
                                  random_seed=12345, gzip=False, shard_bytes=DEFAULT_SHARD_BYTES,
@@ -284,7 +301,8 @@ def create_pretraining_data_beam(input_files, output_prefix, vocab_file, beam_ar
   corpus.read_vocab_tokens(vocab_file)
   logging.info("Creating pre-training data from %d files into %s-*-of-* with Apache Beam (%s).",
                len(files), output_prefix, " ".join(beam_args))
-  root = beam.Pipeline(options=PipelineOptions(beam_args))
+  pipeline_options = PipelineOptions(beam_args)
+  root = beam.Pipeline(runner=_direct_runner(pipeline_options), options=pipeline_options)
   build_pipeline(root, files, output_prefix, vocab_file, do_lower_case=do_lower_case,
                  options=options, random_seed=random_seed, gzip=gzip, shard_bytes=shard_bytes,
                  num_shards=num_shards)
