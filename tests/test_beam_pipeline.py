@@ -134,3 +134,13 @@ def test_a_runner_without_apache_beam_names_the_extra(books, tmp_path):
   assert errors == ['error: --runner=DirectRunner needs Apache Beam, which is not installed: '
                     'pip install -e ".[beam]" (or pip install "official_bert[beam]")']
   assert not list(tmp_path.glob("out.tfrecord*"))
+
+
+def test_input_without_text_is_a_clear_error_and_leaves_no_file(books, tmp_path):
+  _, vocab, _ = books
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n\n\n")
+  with pytest.raises(ValueError, match="no pre-training instances.*3 lines, 3 blank"):
+    beam_pipeline().create_pretraining_data_beam(
+        str(blank), str(tmp_path / "out" / "train.tfrecord"), vocab, IN_PROCESS, options=OPTIONS)
+  assert not tf.io.gfile.glob(str(tmp_path / "out" / "train.tfrecord*"))

@@ -39,7 +39,6 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
-import numpy as np
 import tensorflow as tf
 
 from official_bert.common import file_io
@@ -182,7 +181,7 @@ def _draw_pool(counts, random_seed):
 def _cut_segments(shard, draws, max_num_tokens):
   """Yields `(index, part of the pool)` for a shard that holds drawn documents."""
   index, documents = shard
-  if np.any(np.searchsorted(draws.first_documents, draws.picks, side="right") - 1 == index):
+  if index in draws.shards():
     yield index, draws.segments_of(index, documents, max_num_tokens)
 
 
@@ -311,14 +310,16 @@ def create_pretraining_data_beam(input_files, output_prefix, vocab_file, beam_ar
   if state != PipelineState.DONE:
     raise RuntimeError(f"the Beam pipeline ended in state {state}")
   stats = stats_of(result)
-  outputs = sorted(tf.io.gfile.glob(f"{output_prefix}-*-of-*"))
   if stats.instances == 0:
-    for path in outputs:
-      tf.io.gfile.remove(path)
+    # The runner still wrote (empty) files; none should look like a result.
+    compression = "GZIP" if gzip else ""
+    for path in tf.io.gfile.glob(f"{output_prefix}-*-of-*"):
+      if not any(True for _ in tf.data.TFRecordDataset(path, compression_type=compression)):
+        tf.io.gfile.remove(path)
     named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
     raise ValueError(
         f"no pre-training instances: the input ({named}) holds no text: {stats.lines} lines, "
         f"{stats.blank_lines} blank, {stats.undecodable_bytes} bytes not UTF-8, "
         f"{stats.lines_without_tokens} without WordPiece tokens")
-  log_summary(stats, [f"{output_prefix}-*-of-{len(outputs):05d}"], time.monotonic() - start)
+  log_summary(stats, [f"{output_prefix}-*-of-*"], time.monotonic() - start)
   return stats
