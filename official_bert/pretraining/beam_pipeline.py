@@ -18,7 +18,8 @@ transforms, so that Dataflow, Flink or Spark (or the DirectRunner) share the wor
 
 A worker holds a few shards (the text of one, its documents, its instances) and the pool, whatever
 the size of the corpus; what crosses between the steps is kept by the runner (Dataflow's shuffle,
-or the DirectRunner's own process).
+or the DirectRunner's own process). Only the list of shards (a byte range and three counts per
+shard, a few hundred bytes per `shard_bytes` of text) is gathered in one place, to number them.
 
 For the same input, seed and `shard_bytes`, the pipeline writes the same SET of records as the
 local path. Their order differs: each shard's records come in the local order, but the runner
