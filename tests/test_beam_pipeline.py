@@ -144,3 +144,25 @@ def test_input_without_text_is_a_clear_error_and_leaves_no_file(books, tmp_path)
     beam_pipeline().create_pretraining_data_beam(
         str(blank), str(tmp_path / "out" / "train.tfrecord"), vocab, IN_PROCESS, options=OPTIONS)
   assert not tf.io.gfile.glob(str(tmp_path / "out" / "train.tfrecord*"))
+
+
+@pytest.mark.slow
+def test_the_script_hands_the_flags_it_does_not_know_to_beam(books, tmp_path):
+  beam_pipeline()
+  files, vocab, shard_bytes = books
+  local = str(tmp_path / "local.tfrecord")
+  create_pretraining_data(files, local, vocab, options=OPTIONS, num_workers=1,
+                          shard_bytes=shard_bytes)
+  output = tmp_path / "beam" / "train.tfrecord"
+  done = subprocess.run(
+      [sys.executable, str(REPO / "create_pretraining_data.py"), f"--input_file={','.join(files)}",
+       f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=48",
+       "--dupe_factor=2", f"--shard_size_mb={shard_bytes / 2**20}", "--num_output_shards=2",
+       "--runner", "DirectRunner", "--direct_running_mode", "multi_threading",
+       "--direct_num_workers=1"],
+      capture_output=True, text=True, timeout=600,
+      env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3"))
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert sorted(p.name for p in output.parent.iterdir()) == [
+      "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]
+  assert records_of(f"{output}-*-of-*") == records_of(local)
