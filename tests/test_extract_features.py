@@ -169,7 +169,7 @@ def test_bad_input_is_named(checkpoint, tmp_path):
   taken = tmp_path / "taken_export"
   taken.mkdir()
   (taken / "saved_model.pb").write_text("")
-  with pytest.raises(FileExistsError, match="is not empty"):
+  with pytest.raises(FileExistsError, match="holds files that are no export of this package"):
     _extract(good, output, ckpt, layers="-1", export_dir=str(taken))
   assert not output.exists()
 

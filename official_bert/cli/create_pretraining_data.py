@@ -137,7 +137,8 @@ def _asks_for_runner(argv):
 def run():
   """The `bert-create-pretraining-data` command (and `python create_pretraining_data.py`)."""
   try:
-    launch(main, ["input_file", "output_file", "vocab_file"], passes_on=_asks_for_runner)
+    launch(main, ["input_file", "output_file", "vocab_file"], inputs=["input_file", "vocab_file"],
+           outputs=["output_file"], passes_on=_asks_for_runner)
   except Stopped as stop:
     print(f"create_pretraining_data: stopped by {stop}; the workers were terminated and the "
           "partial outputs removed.", file=sys.stderr)

@@ -102,7 +102,9 @@ def main():
 
 def run():
   """The `bert-extract-features` command (and `python extract_features.py`)."""
-  launch(main, ["input_file", "output_file", "init_checkpoint"])
+  launch(main, ["input_file", "output_file", "init_checkpoint"],
+         inputs=["input_file", "bert_config_file", "init_checkpoint", "vocab_file"],
+         outputs=["output_file", "export_dir"])
 
 
 if __name__ == "__main__":

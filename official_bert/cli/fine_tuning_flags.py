@@ -24,6 +24,11 @@ from official_bert.tasks.base import Modes
 
 FLAGS = flags.FLAGS
 REQUIRED_FLAGS = ["bert_config_file", "vocab_file", "output_dir"]
+# The paths every fine-tuning script reads and writes; a script adds its data flags to INPUT_FLAGS
+# (see `official_bert.common.paths`).
+INPUT_FLAGS = ["bert_config_file", "vocab_file", "init_checkpoint"]
+OUTPUT_FLAGS = ["output_dir", "export_dir"]
+SPLIT_FILE_FLAGS = ["data_dir", "train_file", "eval_file", "predict_file"]
 
 
 def define_fine_tuning_flags():
@@ -94,8 +99,7 @@ def define_split_file_flags(*, data_dir, train_file, eval_file, predict_file):
 
 def split_files_from_flags():
   """The task arguments of `define_split_file_flags`' flags: `data_dir` and the three files."""
-  return {name: FLAGS[name].value
-          for name in ("data_dir", "train_file", "eval_file", "predict_file")}
+  return {name: FLAGS[name].value for name in SPLIT_FILE_FLAGS}
 
 
 def run_config_from_flags():

@@ -69,7 +69,10 @@ def main():
 
 def run():
   """The `bert-run-classifier` command (and `python run_classifier.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + ["data_dir", "train_file", "dev_file",
+                                                 "test_file"],
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ def main():
 
 def run():
   """The `bert-run-ner` command (and `python run_ner.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + fine_tuning_flags.SPLIT_FILE_FLAGS,
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,9 @@ def main():
 
 def run():
   """The `bert-run-pretraining` command (and `python run_pretraining.py`)."""
-  launch(main, ["bert_config_file", "input_file", "output_dir"])
+  launch(main, ["bert_config_file", "input_file", "output_dir"],
+         inputs=["bert_config_file", "input_file", "init_checkpoint", "vocab_file"],
+         outputs=["output_dir"])
 
 
 if __name__ == "__main__":

@@ -71,7 +71,9 @@ def main():
 
 def run():
   """The `bert-run-squad` command (and `python run_squad.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + ["train_file", "predict_file"],
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

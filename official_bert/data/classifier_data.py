@@ -117,23 +117,32 @@ class RowIssues:
     self.skip = skip
     self.position_name = position_name
     self.skipped = []
+    self.count = 0
 
   def _where(self, position):
     if self.position_name:
       return f"{self.path}, {self.position_name} {position}"
     return f"{self.path}:{position}"
 
-  def report(self, position, message):
-    """Handles one malformed row at `position` (a 1-based line) with what is wrong with it."""
+  def report(self, position, message, rows=1):
+    """Handles one malformed row at `position` (a 1-based line) with what is wrong with it.
+
+    Args:
+      position: where the row begins.
+      message: what is wrong with it.
+      rows: how many rows of the file it stands for: a quoted field that swallowed the lines
+        below it (a stray `"`) stands for each of them, and they are counted as skipped too.
+    """
     if not self.skip:
       raise DataError(f"{self._where(position)}: {message}")
     self.skipped.append(position)
+    self.count += rows
     if len(self.skipped) <= _MAX_LINES_LISTED:
       logging.warning("Skipping %s: %s", self._where(position), message)
 
   def finish(self):
     """Logs the number of skipped rows; returns it."""
-    count = len(self.skipped)
+    count = self.count
     if count:
       listed = ", ".join(str(position) for position in self.skipped[:_MAX_LINES_LISTED])
       more = " ..." if count > _MAX_LINES_LISTED else ""
@@ -168,7 +177,7 @@ def text_lines(path, dropped):
         yield dropped.decode(raw, number)
 
 
-def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
+def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None, last_lines=None):
   """Yields the rows of a delimited text file with their line numbers.
 
   The file is read as UTF-8 with any byte-order mark dropped (GLUE's MRPC files start with one).
@@ -183,6 +192,9 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
     quoting: a `csv.QUOTE_*` mode; CSV files use `csv.QUOTE_MINIMAL`, so a quoted field may span
       lines.
     dropped: optional `utf8.DroppedBytes` that counts the dropped bytes, for the caller.
+    last_lines: optional dict, filled with `first line -> last line` for each row that spans
+      several lines (a quoted field with line breaks), so that a malformed one can be counted as
+      the rows it swallowed.
 
   Yields:
     `(line, fields)`: the 1-based line on which the row starts and its list of strings.
@@ -202,6 +214,8 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
     except csv.Error as e:
       raise DataError(f"{path}:{reader.line_num}: {e}") from e
     start, next_line = next_line, reader.line_num + 1
+    if fields and last_lines is not None and reader.line_num > start:
+      last_lines[start] = reader.line_num
     if fields:
       yield start, fields
 

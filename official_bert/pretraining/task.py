@@ -161,7 +161,9 @@ class PretrainingTask(base.Task):
   def _input_fn(self, is_training, seed=None):
     return lambda batch_size, input_context: pretraining_dataset(
         self.input_file, self.max_seq_length, self.max_predictions_per_seq, batch_size,
-        is_training, input_context=input_context, dynamic_masking=self.masking, seed=seed)
+        is_training, input_context=input_context, dynamic_masking=self.masking, seed=seed,
+        vocab_size=self.bert_config.vocab_size,
+        type_vocab_size=self.bert_config.type_vocab_size)
 
   def train_input_fn(self, runner):
     return self._input_fn(is_training=True, seed=runner.config.engine.seed)

@@ -35,6 +35,7 @@ from absl import logging
 
 from official_bert import tokenization
 from official_bert.checkpoints import check_init_checkpoint, restore_task_weights
+from official_bert.common.errors import UserError
 from official_bert.tasks import output_folder
 from official_bert.tasks import runner as runner_lib
 
@@ -137,6 +138,23 @@ class Task(abc.ABC):
       tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
     if self.vocab_file:
       _ = self.tokenizer  # loads and checks the vocabulary now, not after training
+
+  def check_segments(self, num_segments, what):
+    """Refuses inputs with more segments than the model has type ids.
+
+    The segment (type) ids index the type embedding; XLA's gather clamps an id past the table
+    instead of failing, so a sentence-pair task on a model with `type_vocab_size: 1` would train
+    without an error, and wrongly.
+
+    Args:
+      num_segments: the segments the task packs (2 for a sentence pair: type ids 0 and 1).
+      what: what the inputs are, for the message (e.g. `MRPC sentence pairs`).
+    """
+    type_vocab_size = self.bert_config.type_vocab_size
+    if num_segments > type_vocab_size:
+      raise UserError(f"{what} need type ids 0 to {num_segments - 1}, but the model's "
+                      f"type_vocab_size is {type_vocab_size}: use a model (bert_config.json) with "
+                      f"type_vocab_size >= {num_segments}.")
 
   def fingerprint(self):
     """What the output folder of a run of this task is for (see `tasks.output_folder`).

@@ -251,6 +251,8 @@ class ClassificationTask(base.Task):
       summary += f", {dropped} byte(s) that are not UTF-8 dropped (as the original did)"
     self.summary.append(summary)
     self.sentence_pair = examples[0].text_b is not None
+    if self.sentence_pair:
+      self.check_segments(2, f"The sentence pairs of {self.name}")
     self.examples[split] = examples
     return examples
 

@@ -25,7 +25,7 @@ Example (the whole of `run_classifier.py --task_name=MRPC --do_train --do_eval`)
 from absl import logging
 
 from official_bert.common.errors import UserError
-from official_bert.tasks import output_folder
+from official_bert.tasks import output_folder, run_paths
 from official_bert.tasks import runner as runner_lib
 from official_bert.training import distribution
 
@@ -64,6 +64,7 @@ def run(task, config, modes):
     raise UserError("overwrite_output_dir starts a fresh training run: it needs do_train (a run "
                     "that only evaluates or predicts would lose the trained model).")
   task.validate(modes, config.init_checkpoint)
+  run_paths.check_run_folders(config, resumes=task.resumes)
   # Only the chief writes into output_dir under multi-worker training, so only it locks.
   chief = distribution.is_chief_before_setup(config.engine.distribution_strategy)
   lock = output_folder.OutputDirLock(config.output_dir)
@@ -75,7 +76,7 @@ def run(task, config, modes):
       if config.overwrite_output_dir and chief:
         output_folder.clear(config.output_dir,
                             [f["file"] for f in fingerprint["training"]["data_files"]]
-                            + [config.init_checkpoint])
+                            + [config.init_checkpoint, task.vocab_file])
       # A worker that is not the chief would race the chief's clearing: it trusts the chief.
       if chief or not config.overwrite_output_dir:
         output_folder.check_fingerprint(config.output_dir, fingerprint, train=modes.train,

@@ -359,6 +359,8 @@ class FeatureExtractionTask(base.Task):
                                       self.bert_config.num_hidden_layers)
     dropped = utf8.DroppedBytes(self.input_file)
     self.examples = read_examples(self.input_file, dropped)
+    if any(example.text_b is not None for example in self.examples):
+      self.check_segments(2, f"The text pairs ('a ||| b') of {self.input_file}")
     self.features = convert_examples_to_features(self.examples, self.tokenizer,
                                                  self.max_seq_length)
     self.summary.append(f"{self.input_file}: {len(self.examples)} lines, "

@@ -185,6 +185,7 @@ class SwagTask(base.Task):
   def validate(self, modes, init_checkpoint=None):
     """Reads and packs every split the run needs; checks labels and the number of endings."""
     super().validate(modes, init_checkpoint)
+    self.check_segments(2, "The (context, ending) pairs of multiple choice")
     files = {split: _split_file(split, self.data_dir, self.paths[split])
              for split in modes.names()}
     for split, path in files.items():

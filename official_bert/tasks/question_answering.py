@@ -181,6 +181,7 @@ class SquadTask(base.Task):
       raise ValueError("If do_train is True, then train_file must be specified.")
     if modes.predict and not self.predict_file:
       raise ValueError("If do_predict is True, then predict_file must be specified.")
+    self.check_segments(2, "SQuAD's (question, context) pairs")
     if self.max_seq_length <= self.max_query_length + 3:
       raise ValueError(f"The max_seq_length ({self.max_seq_length}) must be greater than "
                        f"max_query_length ({self.max_query_length}) + 3.")

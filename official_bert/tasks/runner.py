@@ -34,6 +34,7 @@ import tensorflow as tf
 from official_bert import export
 from official_bert.checkpoints import resume, save_model_dir
 from official_bert.common import file_io, tfrecord_errors
+from official_bert.common.errors import UserError
 from official_bert.training import distribution, progress
 from official_bert.training.config import EngineConfig
 from official_bert.training.optimization import create_optimizer
@@ -91,6 +92,21 @@ class RunConfig:
                        f"{self.learning_rate} and {self.num_train_epochs}.")
     if not 0 <= self.warmup_proportion <= 1:
       raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
+    check_batch_split(self.train_batch_size, self.engine.gradient_accumulation_steps)
+
+
+def check_batch_split(train_batch_size, gradient_accumulation_steps, num_replicas=1):
+  """Refuses, before any work, a training batch that does not split evenly.
+
+  Each replica takes `train_batch_size / num_replicas` examples and splits them into
+  `gradient_accumulation_steps` equal micro-batches; otherwise the first step would fail.
+  """
+  parts = num_replicas * gradient_accumulation_steps
+  if train_batch_size % parts:
+    per_replica = "" if num_replicas == 1 else f" over {num_replicas} replicas, then"
+    raise UserError(f"train_batch_size {train_batch_size} does not split{per_replica} into "
+                    f"gradient_accumulation_steps={gradient_accumulation_steps} equal "
+                    f"micro-batches: make the batch a multiple of {parts}.")
 
 
 def training_steps(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
@@ -184,6 +200,9 @@ class Runner:
       self.num_train_steps, self.num_warmup_steps = task.training_steps(config)
     engine = config.engine
     self.strategy = engine.setup()  # first: multi-worker set-up must precede other TF work
+    if train:
+      check_batch_split(config.train_batch_size, engine.gradient_accumulation_steps,
+                        self.strategy.num_replicas_in_sync)
     tf.io.gfile.makedirs(config.output_dir)
     with self.strategy.scope():
       self.model = task.build_model()
