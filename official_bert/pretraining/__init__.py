@@ -8,7 +8,9 @@ Writing the data (`create_pretraining_data.py`), one way through the modules:
   algorithm on numpy arrays, masked by `masking` (the original's 80/10/10 rule, in numpy);
 * `writer`: tokenizes a shard, builds its instances and writes them as `tf.train.Example` pieces;
   `workers` shares the shards between processes; `pipeline` (`create_pretraining_data`) drives
-  them and merges the pieces into the output TFRecords; `stats` counts what was read and written.
+  them and merges the pieces into the output TFRecords; `stats` counts what was read and written;
+* `beam_pipeline` (`create_pretraining_data_beam`): the same records from an Apache Beam pipeline
+  (Dataflow, Flink, Spark, the DirectRunner), with the `beam` extra installed.
 
 Training on the data (`run_pretraining.py`):
 
@@ -33,6 +35,7 @@ from official_bert.common.lazy_exports import lazy_exports
 _EXPORTS = {
     "create_pretraining_data": ".pipeline",
     "DEFAULT_SHARD_BYTES": ".pipeline",
+    "create_pretraining_data_beam": ".beam_pipeline",
     "InstanceOptions": ".instances",
     "PretrainingStats": ".stats",
     "pretraining_dataset": ".reader",

@@ -118,7 +118,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
     for temporary in partial:
       if tf.io.gfile.exists(temporary):
         tf.io.gfile.remove(temporary)
-  _log_summary(stats, outputs, time.monotonic() - start)
+  log_summary(stats, outputs, time.monotonic() - start)
   return stats
 
 
@@ -241,7 +241,8 @@ def _log_progress(stats, elapsed, stage):
                stats.instances, stats.input_bytes / 1e6, elapsed)
 
 
-def _log_summary(stats, outputs, elapsed):
+def log_summary(stats, outputs, elapsed):
+  """Logs the end-of-run summary: what was written where, how fast, and `stats.summary()`."""
   logging.info("Wrote %d instances to %s in %.1f s (%.2f MB/s of text).", stats.instances,
                ", ".join(outputs), elapsed, stats.input_bytes / 1e6 / max(elapsed, 1e-9))
   for line in stats.summary():
