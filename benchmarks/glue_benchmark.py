@@ -35,7 +35,7 @@ from official_bert import BertConfig
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -105,12 +105,13 @@ def main():
       limit = args.sst2_train_examples if task == "SST-2" else args.mrpc_train_examples
       data_dir, num_examples = sample_task(task, work / "data" / optimizer, limit, args.seed)
       max_seq_length = args.sst2_max_seq_length if task == "SST-2" else args.mrpc_max_seq_length
-      config = RunConfig(
+      config = ExperimentConfig(
           output_dir=str(work / f"{task}_{optimizer}_output"), init_checkpoint=str(model),
-          train_batch_size=args.train_batch_size, eval_batch_size=64,
-          learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,
-          engine=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
-                              steps_per_loop=25, optimizer_type=optimizer))
+          trainer=TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
+                                learning_rate=args.learning_rate,
+                                num_train_epochs=args.num_train_epochs),
+          runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
+                               steps_per_loop=25, optimizer_type=optimizer))
       start = time.perf_counter()
       results = driver.run(
           classification.ClassificationTask(

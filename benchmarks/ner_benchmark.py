@@ -33,7 +33,7 @@ from official_bert.checkpoints import read_hf_config
 from official_bert.data import conll
 from official_bert.tasks import driver, tagging
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -83,19 +83,20 @@ def main():
   with tempfile.TemporaryDirectory() as work:
     work = pathlib.Path(work)
     train_file, num_sentences = training_file(work, args.train_sentences)
-    config = RunConfig(
+    config = ExperimentConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
-        train_batch_size=args.train_batch_size, eval_batch_size=64, predict_batch_size=64,
-        learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,
-        engine=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
-                            steps_per_loop=25))
+        trainer=TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
+                              predict_batch_size=64, learning_rate=args.learning_rate,
+                              num_train_epochs=args.num_train_epochs),
+        runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
+                             steps_per_loop=25))
     bert_config = read_hf_config(model)
 
     def task():
       return tagging.NerTask(
           bert_config=bert_config, vocab_file=str(model / "vocab.txt"), do_lower_case=True,
-          max_seq_length=args.max_seq_length, output_dir=config.output_dir,
-          train_file=str(train_file), eval_file=str(WNUT / "dev.conll"))
+          max_seq_length=args.max_seq_length, train_file=str(train_file),
+          eval_file=str(WNUT / "dev.conll"))
 
     start = time.perf_counter()
     driver.run(task(), config, Modes(train=True))

@@ -39,7 +39,8 @@ from official_bert import BertConfig
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import driver, question_answering
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import EVAL_RESULTS, RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.runner import EVAL_RESULTS
 from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -109,12 +110,13 @@ def main():
     files, num_train, num_eval = split_articles(work, args.train_articles, args.eval_articles)
     config_file = work / "bert_config.json"
     read_hf_config(model).to_json_file(str(config_file))
-    config = RunConfig(
+    config = ExperimentConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
-        train_batch_size=args.train_batch_size, predict_batch_size=64,
-        learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs,
-        engine=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=10,
-                            steps_per_loop=10))
+        trainer=TrainerConfig(train_batch_size=args.train_batch_size, predict_batch_size=64,
+                              learning_rate=args.learning_rate,
+                              num_train_epochs=args.num_train_epochs),
+        runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=10,
+                             steps_per_loop=10))
     common = dict(bert_config=BertConfig.from_json_file(str(config_file)),
                   vocab_file=str(model / "vocab.txt"), max_seq_length=args.max_seq_length,
                   doc_stride=args.doc_stride)

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from official_bert import BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
-from official_bert.pretraining.task import pretraining_metrics
+from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.training import EngineConfig, Trainer, create_optimizer
 
 VOCAB = 30522

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import os
 
 from absl import logging
@@ -79,8 +80,11 @@ class BertConfig:
         raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
     for name in _FLOAT_FIELDS:
       value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"BertConfig.{name} must be a non-negative number, got {value!r}.")
+      # `json` reads NaN and Infinity, and NaN passes every comparison: check finiteness first.
+      if (isinstance(value, bool) or not isinstance(value, (int, float))
+          or not math.isfinite(value) or value < 0):
+        raise ValueError(f"BertConfig.{name} must be a finite non-negative number, got "
+                         f"{value!r}.")
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
       if getattr(self, name) >= 1:
         raise ValueError(f"BertConfig.{name} must be below 1, got {getattr(self, name)!r}.")

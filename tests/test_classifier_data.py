@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from conftest import shared_data
-from official_bert.data import classifier_data, custom_data, glue
+from official_bert.data import classifier_processors, custom_data, glue
 from official_bert.data.classifier_data import DataError, InputExample
 
 BOM = "\ufeff"
@@ -201,7 +201,7 @@ def glue_dir(tmp_path):
 
 @pytest.mark.parametrize("task,split", sorted(EXPECTED))
 def test_glue_reader_on_official_format(glue_dir, task, split):
-  processor = classifier_data.get_processor(task, glue_dir / task)
+  processor = classifier_processors.get_processor(task, glue_dir / task)
   assert processor.get_examples(split) == EXPECTED[(task, split)]
   assert processor.get_labels() == LABELS[task]
   assert processor.is_regression == (task == "STS-B")
@@ -220,7 +220,7 @@ def test_glue_split_names_and_task_names(glue_dir):
   with pytest.raises(ValueError, match="no split 'train'; choose one of \\['test'\\]"):
     ax.get_train_examples()
   with pytest.raises(ValueError, match="Unknown GLUE task 'squad'"):
-    classifier_data.get_processor("squad", glue_dir)
+    classifier_processors.get_processor("squad", glue_dir)
   with pytest.raises(FileNotFoundError, match="none of \\['dev.tsv'\\] is in"):
     glue.GlueProcessor("RTE", glue_dir / "AX").get_dev_examples()
 
@@ -337,7 +337,7 @@ def write_xnli(folder):
 
 def test_xnli_reads_the_original_files_and_language(tmp_path):
   write_xnli(tmp_path)
-  processor = classifier_data.get_processor("XNLI", str(tmp_path))
+  processor = classifier_processors.get_processor("XNLI", str(tmp_path))
   assert processor.language == "zh" and processor.task.name == "XNLI"
   assert processor.get_labels() == ["contradiction", "entailment", "neutral"]
   assert processor.splits == ("train", "dev")
@@ -426,7 +426,7 @@ def test_custom_csv_with_quotes_and_line_breaks(tmp_path):
                                 "Bad,2",
                                 "Meh,5"])
   write(tmp_path, "dev.csv", ["review,stars", "Fine,2"])
-  processor = classifier_data.get_processor("custom", tmp_path, text_a_column="review",
+  processor = classifier_processors.get_processor("custom", tmp_path, text_a_column="review",
                                             label_column="stars")
   assert processor.get_train_examples() == [
       InputExample("train-0", "Good, really good", None, "5"),
@@ -557,7 +557,7 @@ def test_tfds_mock_data_for_every_glue_config():
   # builds the features, label names included, from the code of TFDS's `glue` builder.
   with tfds.testing.mock_data(num_examples=4, policy=tfds.testing.MockPolicy.USE_CODE):
     for config, splits in TFDS_CONFIGS.items():
-      processor = classifier_data.get_processor("ignored", tfds_name=f"glue/{config}")
+      processor = classifier_processors.get_processor("ignored", tfds_name=f"glue/{config}")
       assert processor.splits == splits
       task = glue.glue_task(processor.task.name)
       for split in splits:
@@ -571,7 +571,7 @@ def test_tfds_mock_data_for_every_glue_config():
             assert isinstance(example.label, float)
           else:
             assert example.label in task.labels
-  sst2 = classifier_data.get_processor(None, tfds_name="glue/sst2")
+  sst2 = classifier_processors.get_processor(None, tfds_name="glue/sst2")
   assert [sst2.tfds_split(split) for split in sst2.splits] == ["train", "validation", "test"]
 
 
@@ -598,7 +598,7 @@ def test_tfds_labels_map_by_name_and_minus_one_is_unlabeled():
     return tf.data.Dataset.from_tensor_slices(data)
 
   with tfds.testing.mock_data(as_dataset_fn=as_dataset):
-    mnli = classifier_data.get_processor(None, tfds_name="glue/mnli")
+    mnli = classifier_processors.get_processor(None, tfds_name="glue/mnli")
     # TFDS orders MNLI classes entailment, neutral, contradiction; the GLUE files' labels come back.
     assert mnli.get_examples("dev_mismatched") == [
         InputExample("dev_mismatched-7", "P0", "H0", "entailment"),
@@ -606,9 +606,9 @@ def test_tfds_labels_map_by_name_and_minus_one_is_unlabeled():
         InputExample("dev_mismatched-9", "P2", "H2", None)]
     assert mnli.get_dev_examples()[0].guid == "dev-7"
     # WNLI: TFDS class 1 is `entailment`, which the GLUE files write as 1.
-    wnli = classifier_data.get_processor(None, tfds_name="glue/wnli")
+    wnli = classifier_processors.get_processor(None, tfds_name="glue/wnli")
     assert [example.label for example in wnli.get_train_examples()] == ["1", "0"]
-    stsb = classifier_data.get_processor(None, tfds_name="glue/stsb")
+    stsb = classifier_processors.get_processor(None, tfds_name="glue/stsb")
     assert [example.label for example in stsb.get_test_examples()] == [4.25, None]
   assert requested == ["validation_mismatched", "validation_matched", "train", "test"]
 
@@ -617,7 +617,7 @@ def test_tfds_rejects_unknown_datasets_and_empty_text():
   tfds = pytest.importorskip("tensorflow_datasets")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="Unsupported TFDS dataset 'imdb_reviews'"):
-    classifier_data.get_processor(None, tfds_name="imdb_reviews")
+    classifier_processors.get_processor(None, tfds_name="imdb_reviews")
 
   def as_dataset(self, split, **unused_kwargs):
     del self, split
@@ -628,4 +628,4 @@ def test_tfds_rejects_unknown_datasets_and_empty_text():
   with tfds.testing.mock_data(as_dataset_fn=as_dataset):
     with pytest.raises(DataError, match="TFDS glue/sst2 split 'train', idx 1: feature 'sentence' "
                        "is empty"):
-      classifier_data.get_processor(None, tfds_name="glue/sst2").get_train_examples()
+      classifier_processors.get_processor(None, tfds_name="glue/sst2").get_train_examples()

@@ -68,7 +68,7 @@ def test_google_bert_mini_config_loads():
     ({"vocab_size": "30522"}, "vocab_size must be a positive integer"),
     ({"num_hidden_layers": 0}, "num_hidden_layers must be a positive integer"),
     ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be below 1"),
-    ({"initializer_range": -1}, "initializer_range must be a non-negative"),
+    ({"initializer_range": -1}, "initializer_range must be a finite non-negative"),
     ({"hidden_act": "gelu2"}, "hidden_act: Unknown hidden_act 'gelu2'"),
     ({"hidden_act": 3}, "hidden_act: An activation name must be a string"),
 ])

@@ -5,10 +5,9 @@ import pytest
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, BertEncoder
-from official_bert.checkpoints import save_tf1_checkpoint
-from official_bert.tasks import base, driver
+from official_bert.checkpoints import check_init_checkpoint, save_tf1_checkpoint
+from official_bert.tasks import base, driver, experiment
 from official_bert.tasks.classification import classification_loss
-from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -38,8 +37,8 @@ class _RecordingTask(base.Task):
     return dataset.repeat().batch(batch_size, drop_remainder=True) if repeat else dataset.batch(
         batch_size)
 
-  def validate(self, modes, init_checkpoint=None):
-    super().validate(modes, init_checkpoint)
+  def validate(self, modes, init_checkpoint=None, **paths):
+    super().validate(modes, init_checkpoint, **paths)
     self.calls.append("validate")
 
   def build_model(self):
@@ -55,50 +54,52 @@ class _RecordingTask(base.Task):
   def num_train_examples(self):
     return 32
 
-  def train_input_fn(self, runner):
-    self.calls.append("train")
-    return lambda batch_size, _: self._dataset(batch_size, repeat=True)
+  def build_inputs(self, split, output_dir, seed=None):
+    self.calls.append(split)
+    if split == "predict":
+      return lambda batch_size, _: self._dataset(batch_size, repeat=False).map(
+          lambda inputs, labels: inputs)
+    return lambda batch_size, _: self._dataset(batch_size, repeat=split == "train")
 
-  def evaluate(self, runner):
-    self.calls.append("evaluate")
-    return runner.evaluate(lambda batch_size, _: self._dataset(batch_size, repeat=False))
+  def postprocess(self, split, outputs, output_dir):
+    self.calls.append(f"postprocess {split}")
+    accuracy = float(np.mean(outputs["logits"].argmax(-1) == self.labels))
+    return ({"accuracy": accuracy}, []) if split == "eval" else (None, [])
 
-  def predict(self, runner):
-    self.calls.append("predict")
-    return []
-
-  def save(self, runner):
+  def save(self, model, output_dir, export_dir=None):
     self.calls.append("save")
     return []
 
 
 def _config(tmp_path, **kwargs):
-  values = dict(output_dir=str(tmp_path / "out"), train_batch_size=8, num_train_epochs=1.0,
-                learning_rate=1e-3, engine=ENGINE)
+  values = dict(output_dir=str(tmp_path / "out"), runtime=ENGINE,
+                trainer=experiment.TrainerConfig(train_batch_size=8, num_train_epochs=1.0,
+                                                 learning_rate=1e-3))
   values.update(kwargs)
-  return RunConfig(**values)
+  return experiment.ExperimentConfig(**values)
 
 
 def test_the_driver_runs_the_steps_in_order_and_writes_eval_results(tmp_path):
   task = _RecordingTask()
   results = driver.run(task, _config(tmp_path), base.Modes(train=True, eval=True, predict=True))
-  assert task.calls == ["validate", "build_model", "train", "evaluate", "predict", "save"]
+  assert task.calls == ["validate", "build_model", "train", "eval", "postprocess eval",
+                        "predict", "postprocess predict", "save"]
   assert results["global_step"] == 4  # 32 examples / 8 for one epoch
   text = (tmp_path / "out" / "eval_results.txt").read_text()
-  assert "global_step = 4" in text and "eval_loss = " in text
+  assert "global_step = 4" in text and "eval_accuracy = " in text
 
   # A second run on the same folder resumes; one that does not train says it found a checkpoint.
   again = _RecordingTask()
   driver.run(again, _config(tmp_path), base.Modes(eval=True))
-  assert again.calls == ["validate", "build_model", "evaluate"]
+  assert again.calls == ["validate", "build_model", "eval", "postprocess eval"]
   fresh = _RecordingTask()
   driver.run(fresh, _config(tmp_path / "fresh"), base.Modes(predict=True))
-  assert fresh.calls == ["validate", "build_model", "untrained", "predict"]
+  assert fresh.calls == ["validate", "build_model", "untrained", "predict", "postprocess predict"]
 
 
 def test_multi_worker_evaluation_is_refused_before_any_work(tmp_path):
   task = _RecordingTask()
-  config = _config(tmp_path, engine=EngineConfig(distribution_strategy="multi_worker_mirrored"))
+  config = _config(tmp_path, runtime=EngineConfig(distribution_strategy="multi_worker_mirrored"))
   with pytest.raises(ValueError, match="--do_eval run on one machine"):
     driver.run(task, config, base.Modes(train=True, eval=True))
   assert task.calls == [] and not (tmp_path / "out").exists()
@@ -121,8 +122,8 @@ def test_validate_makes_the_original_checks(tmp_path):
     base.Task.validate(_RecordingTask(max_seq_length=17), base.Modes(train=True))
   google_model = tmp_path / "uncased_L-2_H-128_A-2"
   save_tf1_checkpoint(BertEncoder(CONFIG), str(google_model / "bert_model.ckpt"))
+  located = check_init_checkpoint(str(google_model / "bert_model.ckpt"))
+  assert located.kind == "tf1" and located.path == str(google_model / "bert_model.ckpt")
   with pytest.raises(ValueError, match="--do_lower_case=True"):
-    _RecordingTask(do_lower_case=False).validate(base.Modes(train=True),
-                                                  str(google_model / "bert_model.ckpt"))
-  _RecordingTask(do_lower_case=True).validate(base.Modes(predict=True),
-                                              str(google_model / "bert_model.ckpt"))
+    _RecordingTask(do_lower_case=False).validate(base.Modes(train=True), located)
+  _RecordingTask(do_lower_case=True).validate(base.Modes(predict=True), located)

@@ -41,6 +41,7 @@ from official_bert.export import (
   export_span_labeler,
   export_token_classifier,
 )
+from official_bert.export.archive import EXPORT_MARK
 from official_bert.export.signatures import bucket_lengths
 
 SMALL_VOCAB = [
@@ -545,8 +546,9 @@ def test_refuses_a_non_empty_export_dir(tmp_path, small_classifier):
   export_dir = tmp_path / "export"
   export_dir.mkdir()
   (export_dir / "keep.txt").write_text("precious")
-  with pytest.raises(FileExistsError, match="overwrite=True"):
-    export_classifier(model, export_dir, **options)
+  for overwrite in (False, True):  # an export never replaces files that are not an export
+    with pytest.raises(FileExistsError, match="holds files that are no export of this package"):
+      export_classifier(model, export_dir, overwrite=overwrite, **options)
   assert os.listdir(export_dir) == ["keep.txt"]
 
 
@@ -569,8 +571,8 @@ def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_classifier,
     export_classifier(model, tmp_path / "exports" / "2", **options)
   assert os.listdir(tmp_path / "exports") == ["1"]
   assert (export_dir / "fingerprint.pb").read_bytes() == fingerprint
-  assert sorted(os.listdir(export_dir)) == ["assets", "fingerprint.pb", "saved_model.pb",
-                                            "variables"]
+  assert sorted(os.listdir(export_dir)) == ["assets", "fingerprint.pb", EXPORT_MARK,
+                                            "saved_model.pb", "variables"]
 
 
 def test_invalid_arguments_fail_before_writing(tmp_path, small_classifier):

@@ -16,8 +16,6 @@ from official_bert import BertClassifier, BertConfig, BertEncoder
 from official_bert.checkpoints import save_model_dir
 from official_bert.export import export_classifier, export_encoder, export_model_dir, precision
 from official_bert.tasks import base
-from official_bert.tasks import runner as run_lib
-from official_bert.training import EngineConfig
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a",
          "dog", "ran", "in", "park", "did", "it", "not", ".", ",", "?", "!"]
@@ -155,7 +153,7 @@ def test_bfloat16_export_is_not_compiled_with_xla_by_default(tmp_path):
 
 
 class _Task(base.Task):
-  """A 3-class classifier of `CONFIG`, never trained: only saved."""
+  """A classifier task whose `save` writes the model folder and the SavedModel."""
 
   name = "toy"
 
@@ -165,27 +163,18 @@ class _Task(base.Task):
   def loss(self, outputs, labels):
     raise NotImplementedError
 
-  def metrics(self, outputs, labels):
-    raise NotImplementedError
 
-  def num_train_examples(self):
-    return 0
-
-
-@pytest.mark.parametrize("training_dtype, stored", [("bfloat16", ["bfloat16", "float32"]),
-                                                    ("float32", ["float32"])])
-def test_a_run_exports_in_the_dtype_it_trained_in(tmp_path, training_dtype, stored):
+@pytest.mark.parametrize("policy, stored", [("mixed_bfloat16", ["bfloat16", "float32"]),
+                                            ("float32", ["float32"])])
+def test_a_task_exports_in_the_dtype_it_trained_in(tmp_path, policy, stored):
   vocab_file = tmp_path / "vocab.txt"
   vocab_file.write_text("\n".join(VOCAB) + "\n")
-  config = run_lib.RunConfig(output_dir=str(tmp_path / "out"), export_dir=str(tmp_path / "export"),
-                             engine=EngineConfig(dtype=training_dtype, enable_xla=False))
-  try:
-    runner = run_lib.Runner(_Task(bert_config=CONFIG, vocab_file=str(vocab_file),
-                                  max_seq_length=8), config, train=False)
-    runner.save(vocab_file=str(vocab_file), do_lower_case=True, max_seq_length=8)
-  finally:
-    keras.mixed_precision.set_global_policy("float32")
+  task = _Task(bert_config=CONFIG, vocab_file=str(vocab_file), max_seq_length=8)
+  # What a run with --dtype=bfloat16 (or float32) trains: a model under that policy.
+  model = BertClassifier(CONFIG, 3, dtype=policy)
+  assert precision.trained_dtype(model) == policy.removeprefix("mixed_")
+  task.save(model, str(tmp_path / "out"), str(tmp_path / "export"))
   dtypes = tf.train.load_checkpoint(str(tmp_path / "export" / "variables" / "variables")
                                     ).get_variable_to_dtype_map().values()
   assert sorted({dtype.name for dtype in dtypes if dtype.is_floating}) == stored
-  assert bool(_xla_functions(tmp_path / "export")) == (training_dtype == "float32")
+  assert bool(_xla_functions(tmp_path / "export")) == (policy == "float32")

@@ -12,9 +12,11 @@ from test_checkpoints_tf1 import original_variables
 
 from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir, shared_data
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
+from official_bert.checkpoints import check_init_checkpoint
+from official_bert.data import text_lines
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "."]
@@ -47,9 +49,10 @@ def _extract(input_file, output_file, init_checkpoint, batch_size=32, export_dir
   """Runs the task as extract_features.py does (output_dir: the output file's folder)."""
   task = feature_extraction.FeatureExtractionTask(input_file=str(input_file),
                                                   output_file=str(output_file), **task_args)
-  driver.run(task, RunConfig(output_dir=os.path.dirname(str(output_file)),
-                             init_checkpoint=init_checkpoint, predict_batch_size=batch_size,
-                             export_dir=export_dir), Modes(predict=True))
+  driver.run(task, ExperimentConfig(output_dir=os.path.dirname(str(output_file)),
+                                    init_checkpoint=init_checkpoint, export_dir=export_dir,
+                                    trainer=TrainerConfig(predict_batch_size=batch_size)),
+             Modes(predict=True))
   return task
 
 
@@ -80,7 +83,7 @@ def test_token_features_format_and_last_layer(checkpoint, input_file, tmp_path):
 
   # The -1 layer is the encoder's sequence_output on the real tokens of the packed example.
   tokenizer = tokenization.FullTokenizer(os.path.join(ckpt, "vocab.txt"))
-  examples = feature_extraction.read_examples(str(input_file))
+  examples = text_lines.read_examples(str(input_file))
   features = feature_extraction.convert_examples_to_features(examples, tokenizer, 16)
   outputs = encoder({"input_word_ids": features.input_word_ids,
                      "input_mask": features.input_mask,
@@ -124,10 +127,10 @@ def test_minilm_mean_embeddings_reproduce_published_similarities(tmp_path):
 
 def test_truncation_follows_the_original(checkpoint, tmp_path):
   tokenizer = tokenization.FullTokenizer(os.path.join(checkpoint[1], "vocab.txt"))
-  examples = [feature_extraction.InputExample(0, "the cat sat on the mat", None),
-              feature_extraction.InputExample(1, "the cat sat on the mat", "a dog"),
+  examples = [text_lines.InputExample(0, "the cat sat on the mat", None),
+              text_lines.InputExample(1, "the cat sat on the mat", "a dog"),
               # A second text without tokens leaves one text, as in the original.
-              feature_extraction.InputExample(2, "the cat sat on the mat", "\x07")]
+              text_lines.InputExample(2, "the cat sat on the mat", "\x07")]
   features = feature_extraction.convert_examples_to_features(examples, tokenizer, 7)
   assert features.tokens == (["[CLS]", "the", "cat", "sat", "on", "the", "[SEP]"],
                              ["[CLS]", "the", "cat", "[SEP]", "a", "dog", "[SEP]"],
@@ -165,19 +168,14 @@ def test_bad_input_is_named(checkpoint, tmp_path):
     _extract(good, output, None)
   with pytest.raises(ValueError, match="cannot train"):
     feature_extraction.FeatureExtractionTask(input_file=str(good), output_file=str(output)
-                                             ).validate(Modes(train=True, predict=True), ckpt)
+                                             ).validate(Modes(train=True, predict=True),
+                                                        check_init_checkpoint(ckpt))
   taken = tmp_path / "taken_export"
   taken.mkdir()
   (taken / "saved_model.pb").write_text("")
-  with pytest.raises(FileExistsError, match="is not empty"):
+  with pytest.raises(FileExistsError, match="holds files that are no export of this package"):
     _extract(good, output, ckpt, layers="-1", export_dir=str(taken))
   assert not output.exists()
-
-
-def test_an_encoder_not_loaded_from_a_checkpoint_is_refused(tmp_path):
-  task = feature_extraction.FeatureExtractionTask(input_file="in.txt", output_file="out.jsonl")
-  with pytest.raises(ValueError, match="features of an untrained encoder are meaningless"):
-    task.untrained(str(tmp_path))
 
 
 def test_checkpoints_beside_the_output_are_ignored_and_nothing_is_added(checkpoint, input_file,

@@ -13,7 +13,7 @@ from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_xla, stock
 from official_bert.ops.cpu_xla import random_words
 from official_bert.ops.stock import label_logits
-from official_bert.pretraining.task import pretraining_metrics
+from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.training import EngineConfig
 
 BACKENDS = list(ops.BACKENDS)

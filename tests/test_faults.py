@@ -41,7 +41,7 @@ from official_bert.common.errors import UserError
 from official_bert.configs import REQUIRED_FIELDS
 from official_bert.data import squad, synthetic
 from official_bert.tasks import base, classification, driver, output_folder
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,9 +74,11 @@ def tiny(tmp_path_factory):
 
 def _classify(tiny, output_dir, task_name="SST-2", max_seq_length=16, do_train=True, **config):
   return run_task(classification.ClassificationTask,
-                  config=RunConfig(output_dir=str(output_dir), train_batch_size=16,
-                                   learning_rate=1e-3, num_train_epochs=1.0, engine=ENGINE,
-                                   **config),
+                  config=ExperimentConfig(output_dir=str(output_dir), runtime=ENGINE,
+                                          trainer=TrainerConfig(train_batch_size=16,
+                                                                learning_rate=1e-3,
+                                                                num_train_epochs=1.0),
+                                          **config),
                   bert_config_file=tiny["config"], vocab_file=tiny["vocab"], task_name=task_name,
                   data_dir=str(tiny["sst2" if task_name == "SST-2" else "mrpc"]),
                   max_seq_length=max_seq_length, do_train=do_train, do_eval=not do_train)
@@ -154,7 +156,7 @@ def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_erro
   lock_file.unlink()
 
   class FailingTask(classification.ClassificationTask):
-    def train_input_fn(self, runner):
+    def build_inputs(self, split, output_dir, seed=None):
       assert lock_file.exists()  # held while the run works
       raise RuntimeError("the input pipeline broke")
 
@@ -164,7 +166,8 @@ def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_erro
   with pytest.raises(RuntimeError, match="input pipeline broke"):
     driver.run(FailingTask(bert_config=config, vocab_file=None, task_name="SST-2",
                            data_dir=str(data), max_seq_length=8),
-               RunConfig(output_dir=str(tmp_path), train_batch_size=16, engine=ENGINE),
+               ExperimentConfig(output_dir=str(tmp_path), runtime=ENGINE,
+                                trainer=TrainerConfig(train_batch_size=16)),
                base.Modes(train=True))
   assert not lock_file.exists()
 
@@ -315,7 +318,7 @@ def test_a_training_checkpoint_as_init_checkpoint_is_refused_before_any_work(tin
   with pytest.raises(FileNotFoundError, match="No BERT checkpoint at"):
     check_init_checkpoint(str(tmp_path / "nothing_here"))
   save_model_dir(model, tmp_path / "finished", vocab_file=tiny["vocab"])
-  assert check_init_checkpoint(str(tmp_path / "finished")) == "keras"
+  assert check_init_checkpoint(str(tmp_path / "finished")).kind == "keras"
 
 
 # === The tools ===

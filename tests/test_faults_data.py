@@ -38,8 +38,8 @@ from official_bert.data import classifier_data
 from official_bert.pretraining import corpus as corpus_lib
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
-from official_bert.pretraining.task import PretrainingTask
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 from official_bert.training.checkpointing import UnreadableCheckpointError
 
@@ -259,13 +259,14 @@ def test_a_truncated_pretraining_record_file_is_named(tmp_path):
   _truncate(damaged)
   config = tmp_path / "bert_config.json"
   config.write_text(json.dumps(tiny_config(50).to_dict()))
-  run_config = RunConfig(output_dir=str(tmp_path / "out"), train_batch_size=8,
-                         engine=EngineConfig(enable_xla=False, steps_per_loop=2, log_steps=2))
+  run_config = ExperimentConfig(
+      output_dir=str(tmp_path / "out"),
+      trainer=TrainerConfig(train_batch_size=8, num_train_steps=4, num_warmup_steps=0),
+      runtime=EngineConfig(enable_xla=False, steps_per_loop=2, log_steps=2))
   with pytest.raises(tf.errors.DataLossError, match=re.escape(f"{damaged}: the TFRecord file is "
                                                               "damaged (truncated record at")):
     run_task(PretrainingTask, config=run_config, bert_config_file=str(config), do_train=True,
-             input_file=f"{good},{damaged}", max_seq_length=32, max_predictions_per_seq=5,
-             num_train_steps=4, num_warmup_steps=0)
+             input_file=f"{good},{damaged}", max_seq_length=32, max_predictions_per_seq=5)
 
 
 # === 5: the line of a byte that is not UTF-8 ===

@@ -18,7 +18,7 @@ from official_bert import BertClassifier, BertConfig, BertSpanLabeler
 from official_bert.checkpoints import convert, load_model_dir, restore_task_weights, resume
 from official_bert.cli import convert_checkpoint
 from official_bert.tasks import classification, question_answering
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig, create_optimizer
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "where", "did", "what",
@@ -163,9 +163,10 @@ def fixture_files(tmp_path_factory):
 
 
 def _run(task_class, files, output_dir, init_checkpoint=None, **options):
-  config = RunConfig(output_dir=str(output_dir), init_checkpoint=init_checkpoint,
-                     train_batch_size=8, eval_batch_size=4, predict_batch_size=4,
-                     learning_rate=1e-3, num_train_epochs=3.0, engine=ENGINE)
+  config = ExperimentConfig(output_dir=str(output_dir), init_checkpoint=init_checkpoint,
+                            trainer=TrainerConfig(train_batch_size=8, eval_batch_size=4,
+                                                  predict_batch_size=4, learning_rate=1e-3,
+                                                  num_train_epochs=3.0), runtime=ENGINE)
   return run_task(task_class, config=config, bert_config_file=str(files / "bert_config.json"),
                   vocab_file=str(files / "vocab.txt"), max_seq_length=SEQ, **options)
 

@@ -18,7 +18,7 @@ from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
 from official_bert.data.classifier_data import DataError
 from official_bert.tasks import classification
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,10 +45,12 @@ def _write(path, lines):
 
 
 def _config(output_dir, **kwargs):
-  values = dict(output_dir=str(output_dir), train_batch_size=16, eval_batch_size=32,
-                predict_batch_size=32, learning_rate=5e-4, num_train_epochs=6.0, engine=ENGINE)
-  values.update(kwargs)
-  return RunConfig(**values)
+  trainer = dict(train_batch_size=16, eval_batch_size=32, predict_batch_size=32,
+                 learning_rate=5e-4, num_train_epochs=6.0)
+  trainer.update({name: kwargs.pop(name) for name in list(kwargs)
+                  if name in TrainerConfig.__dataclass_fields__})
+  return ExperimentConfig(output_dir=str(output_dir), runtime=kwargs.pop("engine", ENGINE),
+                          trainer=TrainerConfig(**trainer), **kwargs)
 
 
 def _run_classifier(**kwargs):

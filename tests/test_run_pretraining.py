@@ -14,10 +14,10 @@ from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
-from official_bert.pretraining.task import PretrainingTask
 from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,11 +95,12 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   task = PretrainingTask(
       bert_config=BertConfig.from_json_file(original_dir / "bert_config.json"),
       input_file=records, vocab_file=str(original_dir / "vocab.txt"), max_seq_length=16,
-      max_predictions_per_seq=5, num_train_steps=2, num_warmup_steps=0)
-  config = RunConfig(output_dir=str(tmp_path / "out"),
-                     init_checkpoint=str(original_dir / "bert_model.ckpt"), train_batch_size=8,
-                     learning_rate=1e-5,
-                     engine=EngineConfig(enable_xla=False, steps_per_loop=1, log_steps=1))
+      max_predictions_per_seq=5)
+  config = ExperimentConfig(
+      output_dir=str(tmp_path / "out"), init_checkpoint=str(original_dir / "bert_model.ckpt"),
+      trainer=TrainerConfig(train_batch_size=8, learning_rate=1e-5, num_train_steps=2,
+                            num_warmup_steps=0),
+      runtime=EngineConfig(enable_xla=False, steps_per_loop=1, log_steps=1))
   results = driver.run(task, config, Modes(train=True, eval=True))
   assert results["global_step"] == 2 and np.isfinite(results["masked_lm_loss"])
   original = load_encoder(str(original_dir / "bert_model.ckpt"))

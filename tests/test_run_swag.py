@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
-from official_bert.tasks import runner as run_lib
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,8 +49,11 @@ def _write_swag_csv(path, num_examples, rng, labelled=True):
 
 def _config(output_dir, **kwargs):
   engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
-  return run_lib.RunConfig(output_dir=str(output_dir), train_batch_size=16,
-                           eval_batch_size=32, predict_batch_size=32, engine=engine, **kwargs)
+  trainer = dict(train_batch_size=16, eval_batch_size=32, predict_batch_size=32)
+  trainer.update({name: kwargs.pop(name) for name in list(kwargs)
+                  if name in TrainerConfig.__dataclass_fields__})
+  return ExperimentConfig(output_dir=str(output_dir), runtime=engine,
+                          trainer=TrainerConfig(**trainer), **kwargs)
 
 
 def _run_swag(**kwargs):

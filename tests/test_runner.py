@@ -1,5 +1,5 @@
 """The runner that the driver builds for every task: steps from epochs, checks, init checkpoint,
-resume, eval, save."""
+resume, eval; and the task's save."""
 
 import json
 import os
@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, BertEncoder, export_pretrained_dir
-from official_bert.tasks import base
+from official_bert.checkpoints import check_init_checkpoint
+from official_bert.tasks import base, experiment
 from official_bert.tasks import runner as run_lib
 from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.training import EngineConfig
@@ -70,14 +71,20 @@ class _ToyTask(base.Task):
   def num_train_examples(self):
     return self.num_examples
 
+  def model_folder_fields(self):
+    return {"labels": ["no", "yes"]}
+
 
 def _runner(output_dir, num_train_examples=48, resumes=True, **config):
-  config = run_lib.RunConfig(
-      output_dir=str(output_dir), train_batch_size=8, eval_batch_size=16, predict_batch_size=20,
-      learning_rate=1e-3, num_train_epochs=2.0, engine=ENGINE, **config)
+  config = experiment.ExperimentConfig(
+      output_dir=str(output_dir), runtime=ENGINE, **config,
+      trainer=experiment.TrainerConfig(train_batch_size=8, eval_batch_size=16,
+                                       predict_batch_size=20, learning_rate=1e-3,
+                                       num_train_epochs=2.0))
   task = _ToyTask(num_train_examples)
   task.resumes = resumes
-  return run_lib.Runner(task, config, train=num_train_examples is not None)
+  init = check_init_checkpoint(config.init_checkpoint) if config.init_checkpoint else None
+  return run_lib.Runner(task, config, train=num_train_examples is not None, init_checkpoint=init)
 
 
 def _weights(model):
@@ -85,23 +92,29 @@ def _weights(model):
 
 
 def test_training_steps_follow_the_original_rounding():
-  assert run_lib.training_steps(3668, 32, 3.0, 0.1) == (343, 34)
-  assert run_lib.training_steps(100, 32, 1.0, 0.5) == (3, 1)
+  trainer = experiment.TrainerConfig
+  assert trainer(train_batch_size=32, num_train_epochs=3.0).steps(3668) == (343, 34)
+  assert trainer(train_batch_size=32, num_train_epochs=1.0, warmup_proportion=0.5).steps(100) \
+      == (3, 1)
+  assert trainer(num_train_steps=20, num_warmup_steps=10).steps() == (20, 10)
   with pytest.raises(ValueError, match="no training step"):
-    run_lib.training_steps(10, 32, 1.0, 0.1)
+    trainer(train_batch_size=32, num_train_epochs=1.0).steps(10)
 
 
 @pytest.mark.parametrize("field, value, message", [
     ("train_batch_size", 0, "train_batch_size"),
     ("warmup_proportion", 1.5, "warmup_proportion"),
     ("num_train_epochs", 0.0, "num_train_epochs"),
-    ("output_dir", "", "output_dir"),
+    ("num_train_steps", 0, "num_train_steps"),
 ])
-def test_config_rejects_bad_values(field, value, message):
-  values = dict(output_dir="/tmp/out")
-  values[field] = value
+def test_trainer_config_rejects_bad_values(field, value, message):
   with pytest.raises(ValueError, match=message):
-    run_lib.RunConfig(**values)
+    experiment.TrainerConfig(**{field: value})
+
+
+def test_experiment_config_needs_an_output_dir():
+  with pytest.raises(ValueError, match="output_dir"):
+    experiment.ExperimentConfig(output_dir="")
 
 
 def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
@@ -162,13 +175,14 @@ def test_interrupted_training_resumes_to_the_same_weights_then_evaluates_predict
   vocab = tmp_path / "vocab.txt"
   special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   vocab.write_text("\n".join(special + [f"token{i}" for i in range(20)]) + "\n")
-  exported = resumed.save(vocab_file=str(vocab), do_lower_case=True, max_seq_length=SEQ,
-                          labels=["no", "yes"])
+  task = _ToyTask(48)
+  task.vocab_file = str(vocab)
+  exported = task.save(resumed.model, str(tmp_path / "parts"), str(tmp_path / "export"))
   manifest = json.loads((tmp_path / "parts" / "model.json").read_text())
   assert manifest["kind"] == "classifier" and manifest["labels"] == ["no", "yes"]
   assert manifest["max_seq_length"] == SEQ
-  assert exported == str(tmp_path / "export")
-  assert tf.saved_model.contains_saved_model(exported)
+  assert exported == [str(tmp_path / "export")]
+  assert tf.saved_model.contains_saved_model(exported[0])
 
 
 def test_a_runner_for_a_run_without_training_cannot_train(tmp_path):

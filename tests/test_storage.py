@@ -32,7 +32,7 @@ from official_bert.evaluation import squad_evaluate
 from official_bert.pretraining import InstanceOptions, corpus, create_pretraining_data
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
+from official_bert.tasks.experiment import ExperimentConfig
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", ".", "is", "where"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
@@ -226,8 +226,8 @@ def test_extract_features_input_output_and_vocab_beside_the_checkpoint(ram):
   task = feature_extraction.FeatureExtractionTask(
       input_file=input_file, output_file=output_file, layers="-1", pooling="mean",
       max_seq_length=16)
-  driver.run(task, RunConfig(output_dir=f"{ram}/features", init_checkpoint=f"{ram}/encoder"),
-             Modes(predict=True))
+  driver.run(task, ExperimentConfig(output_dir=f"{ram}/features",
+                                    init_checkpoint=f"{ram}/encoder"), Modes(predict=True))
   lines = [json.loads(line) for line in io.StringIO(_read_text(output_file))]
   assert [line["linex_index"] for line in lines] == [0, 1]
   assert len(lines[0]["embedding"]) == CONFIG.hidden_size

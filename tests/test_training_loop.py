@@ -15,7 +15,7 @@ from official_bert.models.losses import pretraining_losses
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import pretraining_dataset
-from official_bert.pretraining.task import pretraining_metrics
+from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.training import EngineConfig, NonFiniteLossError, Trainer, create_optimizer
 
 SEQ, PREDICTIONS = 32, 5

@@ -7,6 +7,7 @@ TF1 `bert_model.ckpt` (prefix or folder) or a Hugging Face folder. `save_model_d
 """
 
 from official_bert.checkpoints.converter import (
+                                                 LocatedCheckpoint,
                                                  check_init_checkpoint,
                                                  convert,
                                                  export_pretrained_dir,

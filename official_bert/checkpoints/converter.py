@@ -35,8 +35,30 @@ INPUT_FORMATS = (TF1, HF, KERAS)
 _TRAINING_ONLY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
 
 
+@dataclasses.dataclass(frozen=True)
+class LocatedCheckpoint:
+  """A checkpoint found once (`check_init_checkpoint`): every loader here takes it in place of
+  its path and does not look again.
+
+  Attributes:
+    path: the path as given.
+    kind: `keras` (a model folder), `tf1` or `hf`.
+    location: the model folder, the TF1 prefix or the Hugging Face weights file.
+    config_file: the config file beside the weights (which may be missing).
+  """
+  path: str
+  kind: str
+  location: str
+  config_file: str
+
+  def __fspath__(self):
+    return self.path
+
+
 def _locate(path):
   """Returns `(kind, location, config_file)`: kind `keras`, `tf1` or `hf`."""
+  if isinstance(path, LocatedCheckpoint):
+    return path.kind, path.location, path.config_file
   path = os.fspath(path)
   if model_dir.is_model_dir(path):
     return KERAS, path, os.path.join(path, CONFIG_NAME)
@@ -69,13 +91,13 @@ def check_init_checkpoint(path):
     path: the `init_checkpoint`.
 
   Returns:
-    The kind: `keras` (a model folder), `tf1` or `hf`.
+    The `LocatedCheckpoint`, which the loaders take instead of `path`.
 
   Raises:
     FileNotFoundError: nothing at `path` is a checkpoint of a known kind.
     UserError: `path` is a training checkpoint.
   """
-  kind, location, _ = _locate(path)
+  kind, location, config_file = _locate(path)
   if kind == TF1 and _OBJECT_GRAPH_KEY in dict(tf.train.list_variables(location)):
     raise UserError(
         f"{path} is a training checkpoint ({location}: the weights, optimizer and step of a run "
@@ -83,7 +105,7 @@ def check_init_checkpoint(path):
         "output_dir (the run resumes from its newest checkpoint); to start from its weights, "
         f"give the model folder a finished run saves in its output_dir ({MANIFEST_NAME} beside "
         "the weights).")
-  return kind
+  return LocatedCheckpoint(os.fspath(path), kind, location, config_file)
 
 
 def _read_config(kind, config_file):
@@ -266,8 +288,11 @@ def restore_task_weights(model, path):
     path: anything `load_encoder` accepts.
 
   Returns:
-    True when the task head was restored too.
+    True when the task head was restored too (for a `BertPretrainer`, the pre-training heads:
+    see `restore_pretrainer_weights`).
   """
+  if isinstance(model, BertPretrainer):
+    return restore_pretrainer_weights(model, path)
   encoder = model if isinstance(model, BertEncoder) else model.encoder
   kind, location = _locate_compatible(encoder.config, path)
   weights = _original_weights(model, kind, location)

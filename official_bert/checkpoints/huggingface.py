@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from official_bert.checkpoints import tf1
 from official_bert.common import file_io
+from official_bert.common.errors import UserError
 from official_bert.configs import BertConfig
 from official_bert.layers.activations import GELU_ERF, GELU_TANH
 
@@ -95,8 +96,7 @@ def read_hf_config(path):
   """
   path = os.fspath(path)
   config_file = path if path.endswith(".json") else require_hf_checkpoint(path)[0]
-  with file_io.open_read(config_file, encoding="utf-8") as f:
-    values = json.load(f)
+  values = _read_json_object(config_file)
   model_type = values.get("model_type", "bert")
   if model_type != "bert":
     raise ValueError(f"{config_file}: model_type is {model_type!r}; only 'bert' checkpoints load.")
@@ -115,6 +115,20 @@ def read_hf_config(path):
   return BertConfig.from_dict(dict(values, hidden_act=_HF_ACTIVATIONS[activation]),
                               source=config_file,
                               allow_unknown_keys=True)
+
+
+def _read_json_object(path):
+  """The JSON object in `path`; a `UserError` naming the file and place when it is none."""
+  with file_io.open_read(path, encoding="utf-8") as f:
+    text = f.read()
+  try:
+    values = json.loads(text)
+  except json.JSONDecodeError as error:
+    raise UserError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
+                    f"{error.msg}.") from None
+  if not isinstance(values, dict):
+    raise UserError(f"{path}: expected a JSON object, got {type(values).__name__}.")
+  return values
 
 
 def _read_pytorch(weights_file):
@@ -142,8 +156,11 @@ def read_hf_weights(path):
   if weights_file.endswith(PYTORCH_NAME):
     return _read_pytorch(weights_file)
   if weights_file.endswith(SAFETENSORS_INDEX_NAME):
-    with file_io.open_read(weights_file, encoding="utf-8") as f:
-      shards = sorted(set(json.load(f)["weight_map"].values()))
+    weight_map = _read_json_object(weights_file).get("weight_map")
+    if not isinstance(weight_map, dict):
+      raise UserError(f"{weights_file}: expected a 'weight_map' object (tensor name -> shard "
+                      "file).")
+    shards = sorted(set(weight_map.values()))
     weights = {}
     for shard in shards:
       weights.update(_read_safetensors(os.path.join(os.path.dirname(weights_file), shard)))

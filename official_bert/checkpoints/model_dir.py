@@ -52,6 +52,7 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert.common import file_io, registry
+from official_bert.common.errors import UserError
 from official_bert.configs import BertConfig
 
 # The model classes register their kinds when imported.
@@ -268,10 +269,35 @@ def load_model_dir(model_dir, dtype=None):
     raise FileNotFoundError(f"{model_dir} has a {MANIFEST_NAME} but no {WEIGHTS_NAME}.")
   model = info.build_model(dtype)
   if _is_local(weights_file):
-    model.load_weights(weights_file)
+    _load_weights(model, weights_file, weights_file, info)
   else:  # Keras reads `.weights.h5` files from local paths only.
     with tempfile.TemporaryDirectory() as local:
       tf.io.gfile.copy(weights_file, os.path.join(local, WEIGHTS_NAME))
-      model.load_weights(os.path.join(local, WEIGHTS_NAME))
+      _load_weights(model, os.path.join(local, WEIGHTS_NAME), weights_file, info)
   logging.info("Loaded the %s model of %s.", info.kind, model_dir)
   return model, info
+
+
+def _load_weights(model, local_file, weights_file, info):
+  """`model.load_weights`, with a damaged file or one of another model named as the user's fault.
+
+  h5py raises `OSError` for a truncated or corrupt file; Keras raises `ValueError` when the file's
+  variables do not fit the model that `model.json` describes (another `num_classes`, say).
+  """
+  try:
+    model.load_weights(local_file)
+  except OSError as error:
+    raise UserError(f"{weights_file}: cannot be read as Keras weights ({_first_line(error)}); "
+                    "the file is damaged or truncated: copy or save the model folder again."
+                    ) from error
+  except ValueError as error:
+    raise UserError(f"{weights_file}: does not fit the {info.kind} model that {MANIFEST_NAME} "
+                    f"describes (model_config {json.dumps(info.model_config, sort_keys=True)}): "
+                    f"{_first_line(error)} Was {MANIFEST_NAME} "
+                    "edited, or the weights copied from another folder?") from error
+
+
+def _first_line(error, max_chars=300):
+  """The start of an error message on one line (Keras' run over several)."""
+  text = " ".join(str(error).split()) or type(error).__name__
+  return text if len(text) <= max_chars else text[:max_chars] + " ..."

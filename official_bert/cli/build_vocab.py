@@ -34,7 +34,7 @@ def main():
 
 def run():
   """The `bert-build-vocab` command (and `python build_vocab.py`)."""
-  launch(main, ["input_file", "output_file"])
+  launch(main, ["input_file", "output_file"], inputs=["input_file"], outputs=["output_file"])
 
 
 if __name__ == "__main__":

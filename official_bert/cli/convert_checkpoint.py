@@ -53,7 +53,8 @@ def convert_from_flags(flag_values):
 def run():
   """The `bert-convert-checkpoint` command (`python -m official_bert.cli.convert_checkpoint`)."""
   define_flags()
-  launch(lambda: convert_from_flags(flags.FLAGS))
+  launch(lambda: convert_from_flags(flags.FLAGS), inputs=["input", "bert_config_file"],
+         outputs=["output_dir"])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,15 @@ Added flags: `--num_workers` (processes; default all cores, fewer for a small co
 `--shard_size_mb` (the corpus is processed in shards of this much text, in bounded memory; random
 next sentences still come from the whole corpus, through a pool of segments drawn from it).
 
+With `--runner` (`DirectRunner`, `DataflowRunner`, `FlinkRunner`, `SparkRunner`, `PortableRunner`)
+an Apache Beam pipeline writes the same set of records to `<output_file>-SSSSS-of-NNNNN`, and every
+flag this tool does not know goes to Beam's pipeline options as Beam spells it (needs
+`pip install -e ".[beam]"`):
+
+    python create_pretraining_data.py --input_file='corpus/*.txt' \
+        --output_file=/tmp/pretrain/train.tfrecord --vocab_file=vocab.txt \
+        --runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing
+
 SIGINT (Ctrl-C) and SIGTERM stop the run within seconds: the workers are terminated, the partial
 outputs removed, and the exit status is 128 + the signal number.
 """
@@ -23,6 +32,7 @@ from absl import flags
 
 from official_bert import pretraining
 from official_bert.cli.launch import launch
+from official_bert.common.errors import UserError
 
 flags.DEFINE_string("input_file", None,
                     "Input text file(s): a comma-separated list of files or glob patterns.")
@@ -47,6 +57,13 @@ flags.DEFINE_integer(
     "Processes working on shards, this one included. Default: all usable CPU cores, but one "
     "per 32 MiB of text times dupe_factor only (a process takes seconds to start).")
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecord files.")
+flags.DEFINE_string(
+    "runner", None,
+    "Write the records with an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
+    "FlinkRunner, SparkRunner, PortableRunner) instead of this machine's processes; the flags "
+    "this tool does not know go to Beam's pipeline options. Needs pip install -e \".[beam]\".")
+flags.DEFINE_integer("num_output_shards", 0,
+                     "With --runner: the number of output files; 0 lets the runner choose.")
 flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
                    "MiB of text per shard; memory grows with it. Random next sentences come "
                    "from the whole corpus whatever the shard size.")
@@ -70,31 +87,58 @@ def _raise_stopped(signum, frame):
   raise Stopped(signum)
 
 
-def main():
+def main(beam_args=None):
   previous = {signum: signal.signal(signum, _raise_stopped)
               for signum in (signal.SIGINT, signal.SIGTERM)}
   try:
-    _create()
+    _create(beam_args)
   finally:
     for signum, handler in previous.items():
       signal.signal(signum, handler)
 
 
-def _create():
+def _create(beam_args):
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       do_whole_word_mask=FLAGS.do_whole_word_mask, dupe_factor=FLAGS.dupe_factor)
+  if FLAGS.runner:
+    # Beam spells Dataflow's worker count `--num_workers` too; absl took it, so it is passed on.
+    workers = [] if FLAGS.num_workers is None else [f"--num_workers={FLAGS.num_workers}"]
+    _beam_pipeline().create_pretraining_data_beam(
+        FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+        [f"--runner={FLAGS.runner}", *workers, *(beam_args or [])],
+        do_lower_case=FLAGS.do_lower_case, options=options, random_seed=FLAGS.random_seed,
+        gzip=FLAGS.gzip, shard_bytes=max(1, int(FLAGS.shard_size_mb * 2**20)),
+        num_shards=FLAGS.num_output_shards)
+    return
   pretraining.create_pretraining_data(
       FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
       options=options, random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
       gzip=FLAGS.gzip, shard_bytes=max(1, int(FLAGS.shard_size_mb * 2**20)))
 
 
+def _beam_pipeline():
+  """The Beam pipeline module; a clear error when Apache Beam is not installed."""
+  try:
+    from official_bert.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
+  except ModuleNotFoundError as error:
+    if error.name != "apache_beam" and not (error.name or "").startswith("apache_beam."):
+      raise
+    raise UserError(f"--runner={FLAGS.runner} needs Apache Beam, which is not installed: "
+                    'pip install -e ".[beam]" (or pip install "official_bert[beam]")') from None
+  return beam_pipeline
+
+
+def _asks_for_runner(argv):
+  return any(arg.split("=", 1)[0] == "--runner" for arg in argv[1:])
+
+
 def run():
   """The `bert-create-pretraining-data` command (and `python create_pretraining_data.py`)."""
   try:
-    launch(main, ["input_file", "output_file", "vocab_file"])
+    launch(main, ["input_file", "output_file", "vocab_file"], inputs=["input_file", "vocab_file"],
+           outputs=["output_file"], passes_on=_asks_for_runner)
   except Stopped as stop:
     print(f"create_pretraining_data: stopped by {stop}; the workers were terminated and the "
           "partial outputs removed.", file=sys.stderr)

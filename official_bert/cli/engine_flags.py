@@ -16,6 +16,7 @@ selects the `tpu` strategy); `--iterations_per_loop` is another name for `--step
 from absl import flags
 
 from official_bert import ops
+from official_bert.common.errors import UserError
 from official_bert.training import distribution, optimization
 from official_bert.training.config import DTYPES, EngineConfig
 
@@ -94,6 +95,9 @@ def engine_config_from_flags(flag_values=FLAGS, **overrides):
   f = flag_values
   strategy, tpu = f.distribution_strategy, f.tpu
   if getattr(f, "use_tpu", False):
+    if strategy not in (_DEFAULTS.distribution_strategy, "tpu"):
+      raise UserError(f"--use_tpu selects the tpu strategy, but --distribution_strategy="
+                      f"{strategy} asks for another: give one of the two.")
     strategy, tpu = "tpu", tpu or f.tpu_name or f.master
   values = dict(
       distribution_strategy=strategy, num_gpus=f.num_gpus, tpu=tpu,

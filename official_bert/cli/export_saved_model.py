@@ -61,7 +61,7 @@ def main():
 
 def run():
   """The `bert-export-saved-model` command (and `python export_saved_model.py`)."""
-  launch(main, ["model_dir", "export_dir"])
+  launch(main, ["model_dir", "export_dir"], inputs=["model_dir"], outputs=["export_dir"])
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import os
 from absl import flags, logging
 
 from official_bert.cli.launch import launch
-from official_bert.tasks import base, driver, feature_extraction, runner
+from official_bert.tasks import base, driver, experiment, feature_extraction
 
 flags.DEFINE_string("input_file", None, "Input text: one sequence per line, ' ||| ' between a "
                     "pair.")
@@ -86,23 +86,29 @@ def main():
   for name in ignored_flags_set():
     logging.warning("--%s=%s is ignored: %s", name, FLAGS[name].value,
                     FLAGS[name].help.split(": ", 1)[1])
-  driver.run(
-      feature_extraction.FeatureExtractionTask(
+  driver.run_experiment(experiment_config_from_flags(), base.Modes(predict=True))
+
+
+def experiment_config_from_flags():
+  """The run's `ExperimentConfig`: the flags mapped onto the tree."""
+  return experiment.ExperimentConfig(
+      task=experiment.FeatureExtractionConfig(
           input_file=FLAGS.input_file, output_file=FLAGS.output_file,
-          bert_config=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+          bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
           do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
           layers=FLAGS.layers, pooling=FLAGS.pooling, pooling_layer=FLAGS.pooling_layer,
           normalize=FLAGS.normalize),
+      trainer=experiment.TrainerConfig(predict_batch_size=FLAGS.batch_size),
       # The task reads nothing from output_dir and writes only --output_file there.
-      runner.RunConfig(output_dir=os.path.dirname(FLAGS.output_file) or os.curdir,
-                       init_checkpoint=FLAGS.init_checkpoint,
-                       predict_batch_size=FLAGS.batch_size, export_dir=FLAGS.export_dir),
-      base.Modes(predict=True))
+      output_dir=os.path.dirname(FLAGS.output_file) or os.curdir,
+      init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir)
 
 
 def run():
   """The `bert-extract-features` command (and `python extract_features.py`)."""
-  launch(main, ["input_file", "output_file", "init_checkpoint"])
+  launch(main, ["input_file", "output_file", "init_checkpoint"],
+         inputs=["input_file", "bert_config_file", "init_checkpoint", "vocab_file"],
+         outputs=["output_file", "export_dir"])
 
 
 if __name__ == "__main__":

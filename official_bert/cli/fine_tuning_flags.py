@@ -9,7 +9,11 @@ whose original had other defaults changes them after defining the flags, e.g. fo
 
     def main():
       fine_tuning_flags.run_task_from_flags(
-          MyTask(**fine_tuning_flags.task_args_from_flags(), data_dir=FLAGS.data_dir))
+          MyTaskConfig(**fine_tuning_flags.task_args_from_flags(), data_dir=FLAGS.data_dir))
+
+The flags map onto one `experiment.ExperimentConfig`: the task's node (`task_args_from_flags`
+and the script's own flags), the trainer (`trainer_config_from_flags`), the runtime
+(`engine_flags.engine_config_from_flags`), the model (`--bert_config_file`) and the paths.
 
     def run():
       launch(main, fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
@@ -19,11 +23,16 @@ from absl import flags
 
 from official_bert.cli import engine_flags
 from official_bert.configs import BertConfig
-from official_bert.tasks import driver, runner
+from official_bert.tasks import driver, experiment
 from official_bert.tasks.base import Modes
 
 FLAGS = flags.FLAGS
 REQUIRED_FLAGS = ["bert_config_file", "vocab_file", "output_dir"]
+# The paths every fine-tuning script reads and writes; a script adds its data flags to INPUT_FLAGS
+# (see `official_bert.common.paths`).
+INPUT_FLAGS = ["bert_config_file", "vocab_file", "init_checkpoint"]
+OUTPUT_FLAGS = ["output_dir", "export_dir"]
+SPLIT_FILE_FLAGS = ["data_dir", "train_file", "eval_file", "predict_file"]
 
 
 def define_fine_tuning_flags():
@@ -94,29 +103,42 @@ def define_split_file_flags(*, data_dir, train_file, eval_file, predict_file):
 
 def split_files_from_flags():
   """The task arguments of `define_split_file_flags`' flags: `data_dir` and the three files."""
-  return {name: FLAGS[name].value
-          for name in ("data_dir", "train_file", "eval_file", "predict_file")}
+  return {name: FLAGS[name].value for name in SPLIT_FILE_FLAGS}
 
 
-def run_config_from_flags():
-  """Builds the `RunConfig` (with its `EngineConfig`) from the parsed flags.
-
-  Returns:
-    A `runner.RunConfig`.
-  """
-  return runner.RunConfig(
-      output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint,
+def trainer_config_from_flags():
+  """The `TrainerConfig` of the batch size, learning rate, epoch and warmup flags."""
+  return experiment.TrainerConfig(
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
-      num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
-      export_dir=FLAGS.export_dir, overwrite_output_dir=FLAGS.overwrite_output_dir,
-      engine=engine_flags.engine_config_from_flags(
-          save_checkpoints_steps=FLAGS.save_checkpoints_steps))
+      num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion)
 
 
-def run_task_from_flags(task):
-  """Runs `task` through the one driver with the run config and modes of the parsed flags."""
-  return driver.run(task, run_config_from_flags(), modes_from_flags())
+def model_config_from_flags():
+  """The `BertConfig` of `--bert_config_file`."""
+  return BertConfig.from_json_file(FLAGS.bert_config_file,
+                                   allow_unknown_keys=FLAGS.allow_unknown_config_keys)
+
+
+def experiment_config_from_flags(task_config):
+  """The run's `ExperimentConfig` from the parsed flags.
+
+  Args:
+    task_config: the task's node (`experiment.TaskConfig` subclass), built by the script.
+  """
+  return experiment.ExperimentConfig(
+      task=task_config, trainer=trainer_config_from_flags(),
+      runtime=engine_flags.engine_config_from_flags(
+          save_checkpoints_steps=FLAGS.save_checkpoints_steps),
+      model=model_config_from_flags(), output_dir=FLAGS.output_dir,
+      init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
+      overwrite_output_dir=FLAGS.overwrite_output_dir)
+
+
+def run_task_from_flags(task_config):
+  """Runs the task of `task_config` through the one driver with the config and modes of the
+  parsed flags."""
+  return driver.run_experiment(experiment_config_from_flags(task_config), modes_from_flags())
 
 
 def modes_from_flags():
@@ -125,8 +147,6 @@ def modes_from_flags():
 
 
 def task_args_from_flags():
-  """The `Task` arguments every fine-tuning task shares: config, vocabulary, casing, length."""
-  return dict(bert_config=BertConfig.from_json_file(
-                  FLAGS.bert_config_file, allow_unknown_keys=FLAGS.allow_unknown_config_keys),
-              vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+  """The task-config fields every fine-tuning task shares: vocabulary, casing, length."""
+  return dict(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
               max_seq_length=FLAGS.max_seq_length)

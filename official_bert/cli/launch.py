@@ -6,14 +6,21 @@ exit status 2, without a traceback (`--verbose` shows it). Such an error is an
 made for another run, ...), or a `ValueError` / `FileNotFoundError` raised by this package's own
 checks (the raising line lies in `official_bert`). Any other exception is a bug, in this package or
 below it, and keeps its traceback and absl's exit status.
+
+Before the work, the paths of the flags a tool reads and writes are checked
+(`official_bert.common.paths`): no output is, holds or lies inside an input, every output can be
+written, every input's file system can be reached.
 """
 
+import functools
 import os
+import re
 import sys
 import traceback
 
 from absl import app, flags
 
+from official_bert.common import paths
 from official_bert.common.errors import UserError
 
 flags.DEFINE_bool("verbose", False,
@@ -39,26 +46,58 @@ def is_user_error(error):
   return os.path.abspath(raising_file).startswith(_PACKAGE_DIR + os.sep)
 
 
-def launch(work, required_flags=()):
+def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
   """Runs a tool as an absl program.
 
   Args:
     work: `work()` does the tool's one library call, reading the parsed flags.
     required_flags: names of the flags that must be given.
+    inputs: names of the flags whose paths the tool reads.
+    outputs: names of the flags whose paths it writes (`*_file`: a file, else a folder).
+    passes_on: for a tool that hands the arguments absl does not know to another parser (Apache
+      Beam's pipeline options): `passes_on(argv)` says whether this command line does; then they
+      go to `work(rest)` instead of being refused.
   """
   flags.mark_flags_as_required(list(required_flags))
+  passing = passes_on is not None and passes_on(sys.argv)
 
   def main(argv):
-    if len(argv) > 1:
-      raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    if len(argv) > 1 and not passing:
+      _exit_with(f"unexpected argument(s) {' '.join(argv[1:])}: every setting is a flag, "
+                 "--name=value (see --help)")
     try:
-      work()
+      paths.check_run_paths({name: FLAGS[name].value for name in inputs},
+                            {name: FLAGS[name].value for name in outputs})
+      if passing:
+        work(argv[1:])
+      else:
+        work()
     except Exception as error:  # noqa: BLE001  (sorted below: the user's faults vs. bugs)
       if FLAGS.verbose or not is_user_error(error):
         raise
-      message = " ".join(str(error).split("\n"))
-      sys.stderr.write(f"error: {message}\n")
-      sys.stderr.flush()
-      sys.exit(USER_ERROR_STATUS)
+      _exit_with(str(error))
 
-  app.run(main)
+  app.run(main, flags_parser=functools.partial(_parse_flags, known_only=passing))
+
+
+def _parse_flags(argv, known_only=False):
+  """absl's flag parsing, with a bad flag (unknown, malformed, missing) as a user's error: absl
+  itself would print the whole usage and exit with status 1. `known_only` leaves the flags absl
+  does not know in the arguments it returns."""
+  try:
+    return FLAGS(argv, known_only=known_only)
+  except flags.Error as error:
+    message = str(error)
+    # absl words a bad boolean as a tuple: "('Non-boolean argument to boolean flag', 'flase')".
+    message = re.sub(r"\('Non-boolean argument to boolean flag', '(.*)'\)",
+                     r"'\1' is not a boolean: give true or false (or --name / --noname)",
+                     message)
+    _exit_with(f"{message} (see --help)")
+
+
+def _exit_with(message):
+  """Ends the tool as a user's error: one line on stderr, exit status 2."""
+  message = " ".join(message.split("\n"))
+  sys.stderr.write(f"error: {message}\n")
+  sys.stderr.flush()
+  sys.exit(USER_ERROR_STATUS)

@@ -23,7 +23,7 @@ from absl import flags
 
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
-from official_bert.tasks import classification
+from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
@@ -58,18 +58,25 @@ _CUSTOM_FLAGS = ("text_a_column", "text_b_column", "label_column", "is_regressio
                  "train_file", "dev_file", "test_file")
 
 
+def task_config_from_flags():
+  """The task's node of the run's config, from the parsed flags."""
+  return experiment.ClassificationConfig(
+      **fine_tuning_flags.task_args_from_flags(), task_name=FLAGS.task_name,
+      data_dir=FLAGS.data_dir, tfds_name=FLAGS.tfds_name,
+      custom_options={name: FLAGS[name].value for name in _CUSTOM_FLAGS if FLAGS[name].present},
+      skip_malformed_rows=FLAGS.skip_malformed_rows, xnli_language=FLAGS.xnli_language)
+
+
 def main():
-  fine_tuning_flags.run_task_from_flags(
-      classification.ClassificationTask(
-          **fine_tuning_flags.task_args_from_flags(), task_name=FLAGS.task_name,
-          data_dir=FLAGS.data_dir, tfds_name=FLAGS.tfds_name,
-          custom_options={name: FLAGS[name].value for name in _CUSTOM_FLAGS if FLAGS[name].present},
-          skip_malformed_rows=FLAGS.skip_malformed_rows, xnli_language=FLAGS.xnli_language))
+  fine_tuning_flags.run_task_from_flags(task_config_from_flags())
 
 
 def run():
   """The `bert-run-classifier` command (and `python run_classifier.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + ["data_dir", "train_file", "dev_file",
+                                                 "test_file"],
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,9 @@ original word), the fine-tuned model folder, and with `--export_dir` a serving S
 Running the same command again resumes.
 """
 
-from absl import flags
-
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
-from official_bert.tasks import tagging
-
-FLAGS = flags.FLAGS
+from official_bert.tasks import experiment
 
 fine_tuning_flags.define_split_file_flags(
     data_dir="Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.",
@@ -35,15 +31,21 @@ fine_tuning_flags.define_split_file_flags(
 fine_tuning_flags.define_fine_tuning_flags()
 
 
+def task_config_from_flags():
+  """The task's node of the run's config, from the parsed flags."""
+  return experiment.NerConfig(**fine_tuning_flags.task_args_from_flags(),
+                              **fine_tuning_flags.split_files_from_flags())
+
+
 def main():
-  fine_tuning_flags.run_task_from_flags(
-      tagging.NerTask(**fine_tuning_flags.task_args_from_flags(), output_dir=FLAGS.output_dir,
-                      **fine_tuning_flags.split_files_from_flags()))
+  fine_tuning_flags.run_task_from_flags(task_config_from_flags())
 
 
 def run():
   """The `bert-run-ner` command (and `python run_ner.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + fine_tuning_flags.SPLIT_FILE_FLAGS,
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,10 @@ flags (`--distribution_strategy`, `--dtype`, `--enable_xla`, ...) choose how it 
 
 from absl import flags
 
-from official_bert import pretraining
 from official_bert.cli import engine_flags, fine_tuning_flags
 from official_bert.cli.launch import launch
-from official_bert.configs import BertConfig
-from official_bert.tasks import driver
+from official_bert.tasks import driver, experiment
 from official_bert.tasks.base import Modes
-from official_bert.tasks.runner import RunConfig
 
 FLAGS = flags.FLAGS
 
@@ -54,29 +51,36 @@ engine_flags.define_tpu_flags()
 fine_tuning_flags.define_output_folder_flags()
 
 
-def main():
-  driver.run(
-      pretraining.PretrainingTask(
-          bert_config=BertConfig.from_json_file(
-              FLAGS.bert_config_file, allow_unknown_keys=FLAGS.allow_unknown_config_keys),
+def experiment_config_from_flags():
+  """The run's `ExperimentConfig`: the flags mapped onto the tree."""
+  return experiment.ExperimentConfig(
+      task=experiment.PretrainingConfig(
           input_file=FLAGS.input_file, vocab_file=FLAGS.vocab_file,
           max_seq_length=FLAGS.max_seq_length,
           max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-          num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
           max_eval_steps=FLAGS.max_eval_steps, dynamic_masking=FLAGS.dynamic_masking,
           masked_lm_prob=FLAGS.masked_lm_prob, do_whole_word_mask=FLAGS.do_whole_word_mask,
           export_tf1=FLAGS.export_tf1),
-      RunConfig(output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint,
-                train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-                learning_rate=FLAGS.learning_rate, overwrite_output_dir=FLAGS.overwrite_output_dir,
-                engine=engine_flags.engine_config_from_flags(
-                    save_checkpoints_steps=FLAGS.save_checkpoints_steps)),
-      Modes(train=FLAGS.do_train, eval=FLAGS.do_eval))
+      trainer=experiment.TrainerConfig(
+          train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+          learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
+          num_warmup_steps=FLAGS.num_warmup_steps),
+      runtime=engine_flags.engine_config_from_flags(
+          save_checkpoints_steps=FLAGS.save_checkpoints_steps),
+      model=fine_tuning_flags.model_config_from_flags(), output_dir=FLAGS.output_dir,
+      init_checkpoint=FLAGS.init_checkpoint, overwrite_output_dir=FLAGS.overwrite_output_dir)
+
+
+def main():
+  driver.run_experiment(experiment_config_from_flags(),
+                        Modes(train=FLAGS.do_train, eval=FLAGS.do_eval))
 
 
 def run():
   """The `bert-run-pretraining` command (and `python run_pretraining.py`)."""
-  launch(main, ["bert_config_file", "input_file", "output_dir"])
+  launch(main, ["bert_config_file", "input_file", "output_dir"],
+         inputs=["bert_config_file", "input_file", "init_checkpoint", "vocab_file"],
+         outputs=["output_dir"])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from absl import app, flags
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
 from official_bert.data import squad
-from official_bert.tasks import question_answering
+from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
@@ -58,20 +58,26 @@ def main():
   if FLAGS.do_eval:
     raise app.UsageError("run_squad.py has no --do_eval: --do_predict answers --predict_file and "
                          "scores it when the file holds answers.")
-  fine_tuning_flags.run_task_from_flags(
-      question_answering.SquadTask(
-          **fine_tuning_flags.task_args_from_flags(), train_file=FLAGS.train_file,
-          predict_file=FLAGS.predict_file, doc_stride=FLAGS.doc_stride,
-          max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
-          max_answer_length=FLAGS.max_answer_length,
-          version_2_with_negative=FLAGS.version_2_with_negative,
-          null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-          verbose_logging=FLAGS.verbose_logging, bad_answer_policy=FLAGS.bad_answer_policy))
+  fine_tuning_flags.run_task_from_flags(task_config_from_flags())
+
+
+def task_config_from_flags():
+  """The task's node of the run's config, from the parsed flags."""
+  return experiment.SquadConfig(
+      **fine_tuning_flags.task_args_from_flags(), train_file=FLAGS.train_file,
+      predict_file=FLAGS.predict_file, doc_stride=FLAGS.doc_stride,
+      max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
+      max_answer_length=FLAGS.max_answer_length,
+      version_2_with_negative=FLAGS.version_2_with_negative,
+      null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+      verbose_logging=FLAGS.verbose_logging, bad_answer_policy=FLAGS.bad_answer_policy)
 
 
 def run():
   """The `bert-run-squad` command (and `python run_squad.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + ["train_file", "predict_file"],
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

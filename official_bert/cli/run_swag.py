@@ -21,7 +21,7 @@ Running the same command again resumes.
 
 from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
-from official_bert.tasks import multiple_choice
+from official_bert.tasks import experiment
 
 fine_tuning_flags.define_split_file_flags(
     data_dir="Folder with the SWAG files train.csv, val.csv and test.csv (or .jsonl).",
@@ -31,15 +31,21 @@ fine_tuning_flags.define_split_file_flags(
 fine_tuning_flags.define_fine_tuning_flags()
 
 
+def task_config_from_flags():
+  """The task's node of the run's config, from the parsed flags."""
+  return experiment.SwagConfig(**fine_tuning_flags.task_args_from_flags(),
+                               **fine_tuning_flags.split_files_from_flags())
+
+
 def main():
-  fine_tuning_flags.run_task_from_flags(
-      multiple_choice.SwagTask(**fine_tuning_flags.task_args_from_flags(),
-                               **fine_tuning_flags.split_files_from_flags()))
+  fine_tuning_flags.run_task_from_flags(task_config_from_flags())
 
 
 def run():
   """The `bert-run-swag` command (and `python run_swag.py`)."""
-  launch(main, fine_tuning_flags.REQUIRED_FLAGS)
+  launch(main, fine_tuning_flags.REQUIRED_FLAGS,
+         inputs=fine_tuning_flags.INPUT_FLAGS + fine_tuning_flags.SPLIT_FILE_FLAGS,
+         outputs=fine_tuning_flags.OUTPUT_FLAGS)
 
 
 if __name__ == "__main__":

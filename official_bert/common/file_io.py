@@ -17,6 +17,7 @@ Example:
 import contextlib
 import io
 import os
+import socket
 import uuid
 
 import tensorflow as tf
@@ -95,8 +96,12 @@ def local_path(path):
 
 
 def temporary_name(path):
-  """A sibling name for `path` that no other writer (process or thread) picks."""
-  return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+  """A sibling name for `path` that no other writer (process or thread) picks.
+
+  It names the writer's host and process (`<path>.tmp-<host>-<pid>-<hex>`), so that what a killed
+  writer left can be told apart and removed (`official_bert.common.debris`).
+  """
+  return f"{path}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager

@@ -5,12 +5,29 @@ surfaces far from the reader, inside the training loop. The runner trains, evalu
 inside `naming_damaged_tfrecords`, the readers note the files of the datasets they build there
 (`note_tfrecord_files`), and the error is turned into one that names the damaged file, found by
 reading the noted files again.
+
+Records that read well may still hold values out of range (a token id past the vocabulary): XLA's
+gather clamps such an index instead of failing, so the run would go on, silently wrong. A reader
+checks them in its pipeline with `check_range`, which fails naming the file; the block turns that
+failure into a `RecordValueError`, one line for the user.
 """
 
 import contextlib
 import re
 
 import tensorflow as tf
+
+from official_bert.common.errors import UserError
+
+# Marks the assertions of `check_range`, so that their failure is told from any other.
+_OUT_OF_RANGE = "official_bert: TFRecord value out of range"
+_OUT_OF_RANGE_PATTERN = re.compile(
+    re.escape(f"[{_OUT_OF_RANGE}]") + r" \[(?P<path>.*?)\] \[(?P<feature>\w+)\] "
+    r"\[(?P<value>-?\d+)\] \[(?P<low>-?\d+)\] \[(?P<high>-?\d+)\] \[(?P<limit>[^\]]*)\]")
+
+
+class RecordValueError(UserError):
+  """A TFRecord file holds a value out of its feature's range; the message names the file."""
 
 # For each `naming_damaged_tfrecords` block in progress, the TFRecord files noted in it, each with
 # its compression type.
@@ -47,6 +64,14 @@ def naming_damaged_tfrecords():
     if named is None:
       raise
     raise tf.errors.DataLossError(error.node_def, error.op, named) from error
+  except tf.errors.InvalidArgumentError as error:
+    found = _OUT_OF_RANGE_PATTERN.search(str(error))
+    if found is None:
+      raise
+    raise RecordValueError(
+        f"{found['path']}: a record's {found['feature']} holds {found['value']}, outside "
+        f"[{found['low']}, {found['high']}) ({found['limit']}): the file was written for another "
+        "model or vocabulary, or is damaged.") from None
   finally:
     _SCOPES[:] = [scope for scope in _SCOPES if scope is not files]
 
@@ -65,3 +90,30 @@ def _name_damaged_tfrecord(files):
     except tf.errors.OpError:
       continue  # gone or unreadable since: not the file this error came from
   return None
+
+
+def check_range(values, paths, feature, low, high, limit_name):
+  """An op that fails, naming the file, when a value of a batch lies outside `[low, high)`.
+
+  Cheap (one comparison per value) and outside any compiled step: it runs in the `tf.data`
+  pipeline. Inside `naming_damaged_tfrecords` its failure becomes a `RecordValueError`.
+
+  Args:
+    values: int `[batch, n]`, the values of one feature.
+    paths: string `[batch]`, the file each row was read from.
+    feature: the feature's name, for the message.
+    low: the smallest valid value.
+    high: the first invalid value above.
+    limit_name: what `high` is, for the message (e.g. `vocab_size`).
+
+  Returns:
+    The assertion op; run it with `tf.control_dependencies`.
+  """
+  bad = tf.logical_or(values < low, values >= high)
+  bad_rows = tf.reduce_any(bad, axis=-1)
+  row = tf.argmax(tf.cast(bad_rows, tf.int32), output_type=tf.int32)
+  value = tf.boolean_mask(values[row], bad[row])
+  value = tf.cond(tf.size(value) > 0, lambda: value[0], lambda: tf.cast(low, values.dtype))
+  return tf.debugging.Assert(
+      tf.logical_not(tf.reduce_any(bad_rows)),
+      [_OUT_OF_RANGE, paths[row], feature, value, low, high, limit_name], summarize=1)

@@ -1,16 +1,11 @@
-"""Examples for sentence and sentence-pair classification, and the processors that read them.
+"""Examples for sentence and sentence-pair classification, and what their readers share.
 
 An `InputExample` holds one text, or a pair, and its label: a string for classification, a float for
-regression, `None` for unlabeled test data. A processor reads one data source into examples and
-knows the label list. Three kinds exist:
-
-* `glue.GlueProcessor`: the GLUE tasks, from the files of `download_glue_data.py` / the GLUE site;
-* `custom_data.CustomProcessor`: the user's own CSV, TSV or JSON-lines files;
-* `tfds_data.TfdsProcessor`: the `glue/*` datasets of TensorFlow Datasets.
-
-`get_processor` picks one from the names the `run_classifier.py` flags carry. This module also holds
-what the file readers share: `DataError` and the row reader, which reports a malformed row by file,
-line and column, or, when the caller allows skipping, counts the skipped rows and logs the count.
+regression, `None` for unlabeled test data. A processor (`DataProcessor`) reads one data source into
+examples and knows the label list; the kinds are in `glue`, `custom_data` and `tfds_data`, and
+`classifier_processors.get_processor` picks one. This module also holds what the file readers
+share: `DataError` and the row reader, which reports a malformed row by file, line and column, or,
+when the caller allows skipping, counts the skipped rows and logs the count.
 """
 
 import abc
@@ -117,23 +112,32 @@ class RowIssues:
     self.skip = skip
     self.position_name = position_name
     self.skipped = []
+    self.count = 0
 
   def _where(self, position):
     if self.position_name:
       return f"{self.path}, {self.position_name} {position}"
     return f"{self.path}:{position}"
 
-  def report(self, position, message):
-    """Handles one malformed row at `position` (a 1-based line) with what is wrong with it."""
+  def report(self, position, message, rows=1):
+    """Handles one malformed row at `position` (a 1-based line) with what is wrong with it.
+
+    Args:
+      position: where the row begins.
+      message: what is wrong with it.
+      rows: how many rows of the file it stands for: a quoted field that swallowed the lines
+        below it (a stray `"`) stands for each of them, and they are counted as skipped too.
+    """
     if not self.skip:
       raise DataError(f"{self._where(position)}: {message}")
     self.skipped.append(position)
+    self.count += rows
     if len(self.skipped) <= _MAX_LINES_LISTED:
       logging.warning("Skipping %s: %s", self._where(position), message)
 
   def finish(self):
     """Logs the number of skipped rows; returns it."""
-    count = len(self.skipped)
+    count = self.count
     if count:
       listed = ", ".join(str(position) for position in self.skipped[:_MAX_LINES_LISTED])
       more = " ..." if count > _MAX_LINES_LISTED else ""
@@ -168,7 +172,7 @@ def text_lines(path, dropped):
         yield dropped.decode(raw, number)
 
 
-def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
+def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None, last_lines=None):
   """Yields the rows of a delimited text file with their line numbers.
 
   The file is read as UTF-8 with any byte-order mark dropped (GLUE's MRPC files start with one).
@@ -183,6 +187,9 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
     quoting: a `csv.QUOTE_*` mode; CSV files use `csv.QUOTE_MINIMAL`, so a quoted field may span
       lines.
     dropped: optional `utf8.DroppedBytes` that counts the dropped bytes, for the caller.
+    last_lines: optional dict, filled with `first line -> last line` for each row that spans
+      several lines (a quoted field with line breaks), so that a malformed one can be counted as
+      the rows it swallowed.
 
   Yields:
     `(line, fields)`: the 1-based line on which the row starts and its list of strings.
@@ -202,6 +209,8 @@ def read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE, dropped=None):
     except csv.Error as e:
       raise DataError(f"{path}:{reader.line_num}: {e}") from e
     start, next_line = next_line, reader.line_num + 1
+    if fields and last_lines is not None and reader.line_num > start:
+      last_lines[start] = reader.line_num
     if fields:
       yield start, fields
 
@@ -212,38 +221,3 @@ def non_empty_rows(path, **kwargs):
   if not rows:
     raise DataError(f"{path}: the file is empty")
   return rows
-
-
-def get_processor(task_name, data_dir=None, *, tfds_name=None, **custom_options):
-  """Returns the processor for a GLUE task, the user's own files, or a TFDS dataset.
-
-  Args:
-    task_name: a GLUE task (`cola`, `sst-2`, `mrpc`, `sts-b`, `qqp`, `mnli`, `qnli`, `rte`, `wnli`,
-      `ax`; case and `-` do not matter) or `custom`. Ignored when `tfds_name` is given.
-    data_dir: the folder of the task's files; with `tfds_name`, the TFDS data folder (optional).
-    tfds_name: a TFDS dataset such as `glue/sst2`, read instead of files.
-    **custom_options: keyword arguments of `CustomProcessor` (`text_a_column`, `label_column`,
-      `text_b_column`, `is_regression`, `has_header`, ...) for `task_name="custom"`;
-      `skip_malformed_rows` for a GLUE task or a TFDS dataset.
-
-  Returns:
-    A `DataProcessor`.
-
-  Example:
-
-  >>> processor = get_processor("MRPC", "glue_data/MRPC")
-  >>> processor.get_labels()
-  ['0', '1']
-  """
-  # The processor modules build on this one, so they are imported here rather than at the top.
-  if tfds_name:
-    from official_bert.data import tfds_data  # pylint: disable=g-import-not-at-top
-    return tfds_data.TfdsProcessor(tfds_name, data_dir=data_dir, **custom_options)
-  if data_dir is None:
-    raise ValueError(f"task {task_name!r} reads files: give their folder as data_dir")
-  if task_name.lower() == "custom":
-    from official_bert.data import custom_data  # pylint: disable=g-import-not-at-top
-    return custom_data.CustomProcessor(data_dir, **custom_options)
-  from official_bert.data import glue  # pylint: disable=g-import-not-at-top
-  return glue.GlueProcessor(task_name, data_dir, **custom_options)
-

@@ -14,7 +14,10 @@ numbers. The test file may leave the label out; its examples then have `label=No
 
 import csv
 import json
+import math
 import os
+
+from absl import logging
 
 from official_bert.common import file_io
 from official_bert.data import classifier_data
@@ -100,8 +103,24 @@ class CustomProcessor(classifier_data.DataProcessor):
       return []
     if self._labels is None:
       labels = {example.label for example in self.get_train_examples()}
+      self._check_not_scores(labels)
       self._labels = sorted(labels, key=_label_order)
     return list(self._labels)
+
+  def _check_not_scores(self, labels):
+    """Refuses labels that are all numbers, some with a fraction: scores to regress on, which as
+    classes would give each distinct value a class of its own."""
+    try:
+      values = [float(label) for label in labels]
+    except ValueError:
+      return
+    if all(math.isfinite(value) for value in values) and any(not value.is_integer()
+                                                             for value in values):
+      examples = ", ".join(sorted(labels, key=float)[:3])
+      raise classifier_data.DataError(
+          f"{self.split_file('train')}: the label column {self.label_column!r} holds numbers "
+          f"({examples}, ...: {len(labels)} distinct values), not classes: for a score, pass "
+          "--is_regression (is_regression=True); for classes, name them.")
 
   def get_examples(self, split):
     if split == "train" and self._train_examples is not None:
@@ -136,9 +155,10 @@ class CustomProcessor(classifier_data.DataProcessor):
 
   def _delimited_records(self, path, split, file_format, issues, dropped):
     """Yields `(line, [text_a, text_b], raw label or None)` for the rows of a CSV or TSV file."""
+    last_lines = {}
     if file_format == "csv":
       rows = classifier_data.non_empty_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL,
-                                            dropped=dropped)
+                                            dropped=dropped, last_lines=last_lines)
     else:
       rows = classifier_data.non_empty_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE,
                                             dropped=dropped)
@@ -159,10 +179,23 @@ class CustomProcessor(classifier_data.DataProcessor):
       if too_far:
         raise classifier_data.DataError(
             f"{path}:{rows[0][0]}: the row has {width} fields, so there is no {', '.join(too_far)}")
+    if last_lines:
+      # Line breaks in quoted fields are valid CSV, but also what a stray quote makes of the rows
+      # below it: say so, so that rows merged into one are not lost without a word.
+      first = min(last_lines)
+      logging.warning("%s: %d row(s) run over several lines (a quoted field with line breaks), "
+                      "the first from line %d to %d; if that is not meant, look for a stray '\"'.",
+                      path, len(last_lines), first, last_lines[first])
     for line, fields in rows:
       if len(fields) != width:
         like = "the header" if self.has_header else "the first row"
-        issues.report(line, f"expected {width} fields like {like}, found {len(fields)}")
+        message = f"expected {width} fields like {like}, found {len(fields)}"
+        spanned = last_lines.get(line, line) - line + 1
+        if spanned > 1:
+          # Most likely a stray quote: the lines it swallowed were rows, and are lost with it.
+          message += (f"; a quoted field begins on this line and runs to line {line + spanned - 1}"
+                      f" (a stray '\"'?), so the {spanned} lines count as skipped rows")
+        issues.report(line, message, rows=spanned)
         continue
       texts = self._texts({key: fields[index] for key, index in positions.items()}, names, line,
                           issues)

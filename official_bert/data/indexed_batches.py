@@ -1,4 +1,4 @@
-"""Batches of in-memory feature arrays, gathered by index."""
+"""Batches of in-memory feature arrays, gathered by index, and the input functions over them."""
 
 import tensorflow as tf
 
@@ -38,3 +38,22 @@ def indexed_batches(arrays, num_examples, batch_size, is_training=False, seed=No
       lambda index: tf.nest.map_structure(lambda t: tf.gather(t, index), tensors),
       num_parallel_calls=tf.data.AUTOTUNE)
   return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def in_memory_input_fn(make_dataset):
+  """An input function (`Task.build_inputs`) over features held in memory.
+
+  Args:
+    make_dataset: `make_dataset(batch_size)` -> the whole dataset in batches of `batch_size`.
+
+  Returns:
+    `input_fn(batch_size, input_context)`: each input pipeline keeps its own shard of the batches.
+  """
+
+  def input_fn(batch_size, input_context):
+    dataset = make_dataset(batch_size)
+    if input_context.num_input_pipelines > 1:
+      dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    return dataset
+
+  return input_fn

@@ -164,19 +164,32 @@ def check_version(input_file, data, version_2_with_negative):
       the run reads v1.1.
   """
   declared = data.get("version")
-  impossible = sum(1 for article in data.get("data") or [] if isinstance(article, dict)
-                   for paragraph in article.get("paragraphs") or [] if isinstance(paragraph, dict)
-                   for qa in paragraph.get("qas") or []
-                   if isinstance(qa, dict) and qa.get("is_impossible") is True)
-  if not version_2_with_negative and (declared == "v2.0" or impossible):
-    signs = ([f'declares "version": "{declared}"'] if declared == "v2.0" else []) + (
-        [f"has {impossible} question(s) marked is_impossible"] if impossible else [])
+  declares_v2 = _is_v2_version(declared)
+  qas = [qa for article in data.get("data") or [] if isinstance(article, dict)
+         for paragraph in article.get("paragraphs") or [] if isinstance(paragraph, dict)
+         for qa in paragraph.get("qas") or [] if isinstance(qa, dict)]
+  impossible = sum(1 for qa in qas if qa.get("is_impossible") is True)
+  # A labelled v1.1 file gives every question an answer; v2.0 gives its unanswerable ones none.
+  # (A file of questions to predict may have no answers at all: that says nothing.)
+  labelled = any(qa.get("answers") for qa in qas)
+  unanswered = sum(1 for qa in qas if qa.get("answers") == []) if labelled else 0
+  if not version_2_with_negative and (declares_v2 or impossible or unanswered):
+    signs = ([f'declares "version": {json.dumps(declared)}'] if declares_v2 else []) + (
+        [f"has {impossible} question(s) marked is_impossible"] if impossible else []) + (
+        [f"has {unanswered} question(s) with no answer beside answered ones"]
+        if unanswered else [])
     raise SquadFormatError(f"{input_file} {' and '.join(signs)}: it is SQuAD v2.0, read here as "
                            "v1.1, which would treat its unanswerable questions as answerable. "
                            "Pass --version_2_with_negative (version_2_with_negative=True).")
-  if version_2_with_negative and declared not in (None, "v2.0") and not impossible:
+  if version_2_with_negative and declared is not None and not declares_v2 and not impossible:
     logging.warning("%s declares version %r and has no unanswerable question, but is read as "
                     "SQuAD v2.0 (--version_2_with_negative).", input_file, declared)
+
+
+def _is_v2_version(declared):
+  """Whether a `version` field names SQuAD 2: `v2.0` as released, or `2.0`, `2`, `V2.0`."""
+  text = str(declared).strip().lower().removeprefix("v") if declared is not None else ""
+  return text == "2" or text.startswith("2.")
 
 
 def read_squad_examples(input_file, is_training, version_2_with_negative=False,
@@ -220,6 +233,10 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False,
     for paragraph_index, paragraph in enumerate(paragraphs):
       paragraph_where = f"{article_where}, paragraph {paragraph_index}"
       context = _field(paragraph, "context", str, paragraph_where)
+      if not context.strip() and paragraph.get("qas"):
+        # No token to answer from: its questions would get no feature and no prediction.
+        raise SquadFormatError(f"{paragraph_where}: the context is empty, but the paragraph has "
+                               "questions")
       doc_tokens, char_to_word_offset = split_context(context)
       for qa_index, qa in enumerate(_field(paragraph, "qas", list, paragraph_where)):
         where = f"{paragraph_where}, question {qa_index}"

@@ -28,6 +28,9 @@ from official_bert.common import file_io
 from official_bert.data.indexed_batches import indexed_batches
 
 NO_LABEL = -1
+# A SWAG row is one line; a quoted field may hold a line break or two, but a field that runs on
+# is a stray quote swallowing the rows below it.
+MAX_LINES_PER_ROW = 3
 _ENDING_COLUMN = re.compile(r"ending(\d+)")
 
 
@@ -72,12 +75,24 @@ class MultipleChoiceFeatures:
     return len(self.labels)
 
 
-def _ending_fields(fields, where):
-  """Returns the ending field names `ending0..ending{k-1}` present in `fields`, checking order."""
+def _ending_fields(fields, where, what="column", expected=None):
+  """Returns the ending field names `ending0..ending{k-1}` present in `fields`, checking order.
+
+  Args:
+    fields: the header's column names, or a JSON line's keys.
+    where: `path:line`, for messages.
+    what: what a field is called in messages (`column`, `key`).
+    expected: the number of endings the file's first example has, when known.
+  """
   indices = sorted(int(m.group(1)) for m in map(_ENDING_COLUMN.fullmatch, fields) if m)
-  if len(indices) < 2 or indices != list(range(len(indices))):
-    raise ValueError(f"{where}: expected fields ending0, ending1, ... (at least two, numbered "
-                     f"from 0 without gaps), found {[f'ending{i}' for i in indices]}")
+  count = max(indices[-1] + 1 if indices else 0, expected or 0, 2)
+  missing = [f"ending{i}" for i in range(count) if i not in indices]
+  if missing:
+    found = [f"ending{i}" for i in indices]
+    first = f", which the first example has ({expected} endings)" if expected else ""
+    raise ValueError(f"{where}: no {what}(s) {', '.join(missing)}{first}: the endings are "
+                     f"{what}s ending0, ending1, ... (at least two, numbered from 0 without "
+                     f"gaps); found {found}")
   return [f"ending{i}" for i in indices]
 
 
@@ -119,21 +134,31 @@ def read_swag_csv(path):
       of fields, or a label that is not a valid choice index.
   """
   with file_io.open_read(path, encoding="utf-8-sig", newline="") as f:
-    reader = csv.DictReader(f)
-    header = reader.fieldnames or []
+    reader = csv.reader(f)
+    header = next(reader, [])
     missing = [name for name in ("sent1", "sent2") if name not in header]
     if missing:
       raise ValueError(f"{path}:1: header lacks the column(s) {missing}; found {header}")
     endings = _ending_fields(header, f"{path}:1")
     examples = []
-    for row in reader:
-      where = f"{path}:{reader.line_num}"
-      if None in row:
+    next_line = reader.line_num + 1
+    for fields in reader:
+      # Errors name the line where the row begins; `line_num` is the line where it ends.
+      first_line, next_line = next_line, reader.line_num + 1
+      where, row_lines = f"{path}:{first_line}", reader.line_num - first_line + 1
+      if not fields:
+        continue
+      if row_lines > MAX_LINES_PER_ROW:
+        raise ValueError(
+            f"{where}: a quoted field begins on this line and runs over {row_lines} lines, to "
+            f"line {reader.line_num}: a stray '\"'? A SWAG row is one line; close the quote, or "
+            "double a quote inside a quoted field (\"\").")
+      if len(fields) > len(header):
         raise ValueError(f"{where}: the row has more fields than the {len(header)} of the header")
-      absent = [name for name, value in row.items() if value is None]
-      if absent:
-        raise ValueError(f"{where}: the row ends before the field(s) {absent}")
-      example_id = row.get("fold-ind") or f"{os.path.basename(path)}:{reader.line_num}"
+      if len(fields) < len(header):
+        raise ValueError(f"{where}: the row ends before the field(s) {header[len(fields):]}")
+      row = dict(zip(header, fields))
+      example_id = row.get("fold-ind") or f"{os.path.basename(path)}:{first_line}"
       examples.append(SwagExample(
           example_id=example_id, context=row["sent1"], start_ending=row["sent2"],
           endings=tuple(row[name] for name in endings),
@@ -170,10 +195,11 @@ def read_swag_jsonl(path):
         raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
       if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-      endings = _ending_fields(record, where)
-      if examples and len(endings) != len(examples[0].endings):
+      expected = len(examples[0].endings) if examples else None
+      endings = _ending_fields(record, where, "key", expected)
+      if expected is not None and len(endings) != expected:
         raise ValueError(f"{where}: {len(endings)} endings, but the first example has "
-                         f"{len(examples[0].endings)}")
+                         f"{expected}")
       for name in ["sent1", "sent2"] + endings:
         if not isinstance(record.get(name), str):
           raise ValueError(f"{where}: field {name!r} must be a string, got {record.get(name)!r}")

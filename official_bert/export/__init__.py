@@ -7,7 +7,12 @@ function also takes an in-memory model directly. The signatures of every kind ar
 `official_bert/export/saved_model.py`.
 """
 
-from official_bert.export.precision import SERVING_DTYPES, default_jit_compile, serving_dtype
+from official_bert.export.precision import (
+  SERVING_DTYPES,
+  default_jit_compile,
+  serving_dtype,
+  trained_dtype,
+)
 from official_bert.export.saved_model import (
                                               export_classifier,
                                               export_encoder,
@@ -21,5 +26,5 @@ from official_bert.export.saved_model import (
 __all__ = [
     "SERVING_DTYPES", "default_jit_compile", "serving_dtype", "export_classifier",
     "export_encoder", "export_model_dir", "export_multiple_choice", "export_span_labeler",
-    "export_task_model", "export_token_classifier",
+    "export_task_model", "export_token_classifier", "trained_dtype",
 ]

@@ -1,21 +1,68 @@
-"""Writing a `keras.export.ExportArchive` as a whole: all of the SavedModel or nothing."""
+"""Writing a `keras.export.ExportArchive` as a whole: all of the SavedModel or nothing.
 
+An export replaces its folder whole, so it is written only into a folder that is absent, empty,
+or holds an earlier export of this package and nothing else: each export carries `EXPORT_MARK`,
+which lists its entries. A folder holding anything else (the user's files, an output folder, a
+SavedModel of another tool) is refused, with or without `overwrite`. What a killed export left
+beside the folder (`<export_dir>.tmp-<host>-<pid>-*`) is removed by the next export of the same
+folder (`official_bert.common.debris`).
+"""
+
+import json
 import os
 
 from absl import logging
 import tensorflow as tf
 
-from official_bert.common import file_io
+from official_bert.common import debris, file_io
+from official_bert.common.errors import UserError
+
+EXPORT_MARK = "official_bert_export.json"
+
+
+class ExportDirError(UserError, FileExistsError):
+  """The export folder is taken: a file, someone else's files, or an export kept on purpose."""
+
+
+def _foreign_entries(export_dir, names):
+  """The entries of `export_dir` that are not part of an export of ours (all, without a mark)."""
+  if EXPORT_MARK not in names:
+    return names
+  try:
+    with tf.io.gfile.GFile(os.path.join(export_dir, EXPORT_MARK)) as f:
+      ours = json.loads(f.read())["entries"]
+  except (json.JSONDecodeError, KeyError, TypeError):
+    return names
+  return [name for name in names if name != EXPORT_MARK and name not in ours]
 
 
 def check_export_dir(export_dir, overwrite):
-  """Raises `FileExistsError` if `export_dir` holds files and `overwrite` is False."""
+  """Refuses an export folder that an export may not replace.
+
+  Args:
+    export_dir: the SavedModel folder to write.
+    overwrite: replace an earlier export of this package there.
+
+  Raises:
+    ExportDirError: `export_dir` is a file, holds anything but an earlier export of ours, or
+      holds one and `overwrite` is False.
+  """
   export_dir = os.fspath(export_dir)
   if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
-    raise FileExistsError(f"{export_dir} exists and is not a folder.")
-  if tf.io.gfile.isdir(export_dir) and tf.io.gfile.listdir(export_dir) and not overwrite:
-    raise FileExistsError(f"{export_dir} is not empty; pass overwrite=True (--overwrite) to "
-                          "replace what is there, or choose another export_dir.")
+    raise ExportDirError(f"export_dir {export_dir} is an existing file, not a folder: choose "
+                         "another export_dir.")
+  if not tf.io.gfile.isdir(export_dir):
+    return
+  names = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(export_dir))
+  foreign = _foreign_entries(export_dir, names)
+  if foreign:
+    listed = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    raise ExportDirError(f"export_dir {export_dir} holds files that are no export of this package "
+                         f"({listed}); an export replaces its folder whole, so it never writes "
+                         "there. Choose another (new or empty) export_dir.")
+  if names and not overwrite:
+    raise ExportDirError(f"export_dir {export_dir} holds an earlier export; pass overwrite=True "
+                         "(--overwrite) to replace it, or choose another export_dir.")
 
 
 def write_archive(archive, export_dir, overwrite=False):
@@ -35,9 +82,14 @@ def write_archive(archive, export_dir, overwrite=False):
   check_export_dir(export_dir, overwrite)
   target = os.fspath(export_dir).rstrip("/")
   tf.io.gfile.makedirs(os.path.dirname(target) or ".")
+  debris.remove_dead_temporaries(target)
   staging = file_io.temporary_name(target)
   try:
     archive.write_out(staging, verbose=False)
+    entries = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(staging))
+    file_io.write_text(os.path.join(staging, EXPORT_MARK),
+                       json.dumps({"format": "official_bert SavedModel", "entries": entries},
+                                  indent=2) + "\n")
     if tf.io.gfile.exists(target):
       previous = file_io.temporary_name(target)
       tf.io.gfile.rename(target, previous)

@@ -56,6 +56,12 @@ def serving_dtype(training_dtype):
   return training_dtype if training_dtype in SERVING_DTYPES else None
 
 
+def trained_dtype(model):
+  """The export dtype of a model as trained: `serving_dtype` of its policy's compute dtype
+  (`mixed_bfloat16` -> `bfloat16`)."""
+  return serving_dtype(keras.backend.standardize_dtype(model.dtype_policy.compute_dtype))
+
+
 def with_dtype(model, dtype):
   """`model` with its weights in, and computing in, `dtype` (Keras policy `dtype`).
 

@@ -179,12 +179,13 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
     archive.add_endpoint("serving_default",
                          lambda text: outputs(text_packer.trim(text_packer(text))),
                          signatures.string_specs("text"))
-  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+  archive.add_endpoint("serve_token_ids",
+                       signatures.on_token_ids(outputs, model.config, max_seq_length),
                        signatures.token_id_specs())
   archive.add_endpoint(
       "serve_examples",
-      lambda examples: outputs(
-          text_packer.trim(signatures.parse_examples(examples, max_seq_length))),
+      lambda examples: outputs(text_packer.trim(
+          signatures.parse_examples(examples, max_seq_length, model.config))),
       signatures.string_specs("examples"))
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
@@ -239,7 +240,8 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
 
   archive = _new_archive(text_packer)
   archive.add_endpoint("serving_default", answer, signatures.string_specs("question", "context"))
-  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(logits),
+  archive.add_endpoint("serve_token_ids",
+                       signatures.on_token_ids(logits, model.config, max_seq_length),
                        signatures.token_id_specs())
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
@@ -290,7 +292,8 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
                        signatures.string_specs("text"))
   archive.add_endpoint("serve_text_pair", lambda text_a, text_b: text_outputs(text_a, text_b),
                        signatures.string_specs("text_a", "text_b"))
-  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+  archive.add_endpoint("serve_token_ids",
+                       signatures.on_token_ids(outputs, encoder.config, max_seq_length),
                        signatures.token_id_specs())
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
@@ -341,7 +344,8 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
 
   archive = _new_archive(text_packer)
   archive.add_endpoint("serving_default", tag_text, signatures.string_specs("text"))
-  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+  archive.add_endpoint("serve_token_ids",
+                       signatures.on_token_ids(outputs, model.config, max_seq_length),
                        signatures.token_id_specs())
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
@@ -393,7 +397,8 @@ def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_
   archive.add_endpoint("serving_default", choose,
                        [tf.TensorSpec([None], tf.string, name="context"),
                         tf.TensorSpec([None, num_choices], tf.string, name="endings")])
-  archive.add_endpoint("serve_token_ids", signatures.on_token_ids(outputs),
+  archive.add_endpoint("serve_token_ids",
+                       signatures.on_token_ids(outputs, model.config, max_seq_length),
                        signatures.token_id_specs((None, num_choices, None)))
   return archive_lib.write_archive(archive, export_dir, overwrite)
 

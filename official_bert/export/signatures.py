@@ -88,22 +88,71 @@ def string_specs(*names, shape=(None,)):
   return [tf.TensorSpec(shape, tf.string, name=name) for name in names]
 
 
-def on_token_ids(outputs_fn):
-  """The `serve_token_ids` function: its three named inputs, as a dict, into `outputs_fn`."""
+def check_token_ids(inputs, config, seq_length, names=INPUT_NAMES):
+  """The encoder inputs of a signature, checked before the (compiled) model sees them.
+
+  An embedding lookup is a gather, and XLA's gather clamps an index out of range instead of
+  failing: an id past the vocabulary, a negative one or a type id past `type_vocab_size` would
+  give a confident answer for another input. So ids are checked here, outside the compiled part,
+  and so is the sequence length (longer than `seq_length` would fail deep inside the model, with
+  "Incompatible shapes").
+
+  Args:
+    inputs: the encoder's input dict, int32 `[..., length]`.
+    config: the model's `BertConfig`.
+    seq_length: the signature's longest sequence (`max_seq_length`).
+    names: the names the caller knows the three inputs by, for messages (`INPUT_NAMES`, or the
+      `tf.Example` features).
+
+  Returns:
+    `inputs`, which fail with `InvalidArgumentError` naming the input when evaluated if a check
+    fails.
+  """
+  word_ids, mask, type_ids = (inputs[name] for name in INPUT_NAMES)
+  word_name, mask_name, type_name = names
+  length = tf.shape(word_ids)[-1]
+  checks = [
+      tf.debugging.assert_equal(tf.shape(mask), tf.shape(word_ids),
+                                message=f"{mask_name} must have the shape of {word_name}"),
+      tf.debugging.assert_equal(tf.shape(type_ids), tf.shape(word_ids),
+                                message=f"{type_name} must have the shape of {word_name}"),
+      tf.debugging.assert_less_equal(
+          length, seq_length,
+          message=f"{word_name} has more positions than the max_seq_length of the signature, "
+                  f"{seq_length}"),
+  ]
+  for name, ids, limit, limit_name in ((word_name, word_ids, config.vocab_size, "vocab_size"),
+                                       (type_name, type_ids, config.type_vocab_size,
+                                        "type_vocab_size")):
+    checks += [
+        tf.debugging.assert_non_negative(ids, message=f"{name} holds a negative id"),
+        tf.debugging.assert_less(
+            ids, tf.constant(limit, ids.dtype),
+            message=f"{name} holds an id >= {limit_name} {limit} of the model"),
+    ]
+  with tf.control_dependencies(checks):
+    return {name: tf.identity(value) for name, value in inputs.items()}
+
+
+def on_token_ids(outputs_fn, config, seq_length):
+  """The `serve_token_ids` function: its three named inputs, as a dict, checked
+  (`check_token_ids`), into `outputs_fn`."""
 
   def serve_token_ids(input_word_ids, input_mask, input_type_ids):
-    return outputs_fn(dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids))))
+    inputs = dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))
+    return outputs_fn(check_token_ids(inputs, config, seq_length))
 
   return serve_token_ids
 
 
-def parse_examples(serialized, seq_length):
+def parse_examples(serialized, seq_length, config):
   """Serialized `tf.Example`s with the original int64 features -> the encoder's int32 inputs.
 
   Args:
     serialized: string `[batch]`, each a `tf.Example` with `input_ids`, `input_mask` and
       `segment_ids` of `seq_length` int64 values (as the original `run_classifier.py` wrote them).
     seq_length: their length.
+    config: the model's `BertConfig`: the ids are checked against it (`check_token_ids`).
 
   Returns:
     The encoder's input dict, int32 `[batch, seq_length]`.
@@ -111,8 +160,12 @@ def parse_examples(serialized, seq_length):
   features = tf.io.parse_example(
       serialized, {name: tf.io.FixedLenFeature([seq_length], tf.int64)
                    for name in EXAMPLE_FEATURES})
-  return {input_name: tf.cast(features[feature_name], tf.int32)
-          for feature_name, input_name in zip(EXAMPLE_FEATURES, INPUT_NAMES)}
+  # Checked as int64: a cast to int32 first would wrap an id of 2**32 round to 0.
+  checked = check_token_ids(
+      {input_name: features[feature_name]
+       for feature_name, input_name in zip(EXAMPLE_FEATURES, INPUT_NAMES)},
+      config, seq_length, names=EXAMPLE_FEATURES)
+  return {name: tf.cast(value, tf.int32) for name, value in checked.items()}
 
 
 class TextPacker:

@@ -8,15 +8,17 @@ Writing the data (`create_pretraining_data.py`), one way through the modules:
   algorithm on numpy arrays, masked by `masking` (the original's 80/10/10 rule, in numpy);
 * `writer`: tokenizes a shard, builds its instances and writes them as `tf.train.Example` pieces;
   `workers` shares the shards between processes; `pipeline` (`create_pretraining_data`) drives
-  them and merges the pieces into the output TFRecords; `stats` counts what was read and written.
+  them and merges the pieces into the output TFRecords; `stats` counts what was read and written;
+* `beam_pipeline` (`create_pretraining_data_beam`): the same records from an Apache Beam pipeline
+  (Dataflow, Flink, Spark, the DirectRunner), with the `beam` extra installed.
 
 Training on the data (`run_pretraining.py`):
 
 * `reader` (`pretraining_dataset`): the records, ours or the original tool's -> batches of the
   model's inputs and labels, optionally re-masked every epoch by `dynamic_masking`
   (`DynamicMasking`, the same rule in TensorFlow, inside `tf.data`);
-* `task` (`PretrainingTask`): `BertPretrainer` on the shared engine (`official_bert.training`):
-  train, evaluate, export the folder that fine-tuning starts from.
+* the pre-training task itself, `BertPretrainer` on the shared engine, is one of the tasks:
+  `official_bert.tasks.pretraining.PretrainingTask`.
 
 Names are imported on first use (PEP 562): importing one module of this package (as each worker
 process of `create_pretraining_data` does) does not import the others.
@@ -33,12 +35,11 @@ from official_bert.common.lazy_exports import lazy_exports
 _EXPORTS = {
     "create_pretraining_data": ".pipeline",
     "DEFAULT_SHARD_BYTES": ".pipeline",
+    "create_pretraining_data_beam": ".beam_pipeline",
     "InstanceOptions": ".instances",
     "PretrainingStats": ".stats",
     "pretraining_dataset": ".reader",
     "DynamicMasking": ".dynamic_masking",
-    "PretrainingTask": ".task",
-    "pretraining_metrics": ".task",
 }
 
 __all__ = sorted(_EXPORTS)

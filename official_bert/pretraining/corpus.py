@@ -59,20 +59,43 @@ def read_shards(files, shard_bytes):
   Yields:
     `Shard`s numbered from 0. The cut points depend only on the files and `shard_bytes`.
   """
-  pieces, size, index = [], 0, 0
-  for path in files:
-    for piece in _read_pieces(path, shard_bytes):
-      pieces.append(piece)
-      size += len(piece.data)
-      if size >= shard_bytes:
-        yield Shard(index, tuple(pieces))
-        pieces, size, index = [], 0, index + 1
-  if pieces:
-    yield Shard(index, tuple(pieces))
+  pieces = (piece for path in files for piece in read_pieces(path, shard_bytes))
+  for index, group in enumerate(group_pieces(pieces, shard_bytes, lambda p: len(p.data))):
+    yield Shard(index, tuple(group))
 
 
-def _read_pieces(path, shard_bytes):
-  """Reads one file as pieces of at least `shard_bytes` that end at blank lines (or its end)."""
+def group_pieces(pieces, shard_bytes, size_of):
+  """Groups consecutive pieces into shards: each shard closes once it holds `shard_bytes`.
+
+  Args:
+    pieces: the pieces of all files in order (`TextPiece`s, or anything `size_of` can measure).
+    shard_bytes: target size of a shard in bytes.
+    size_of: `size_of(piece)`, the piece's bytes.
+
+  Yields:
+    Lists of pieces, the shards in order.
+  """
+  group, size = [], 0
+  for piece in pieces:
+    group.append(piece)
+    size += size_of(piece)
+    if size >= shard_bytes:
+      yield group
+      group, size = [], 0
+  if group:
+    yield group
+
+
+def read_pieces(path, shard_bytes):
+  """Reads one file as pieces of at least `shard_bytes` that end at blank lines (or its end).
+
+  Args:
+    path: the text file.
+    shard_bytes: target size of a shard in bytes.
+
+  Yields:
+    `TextPiece`s, one after another; the pieces of a file depend only on it and `shard_bytes`.
+  """
   line_number = 1
   with file_io.open_read(path) as f:
     while True:

@@ -120,33 +120,93 @@ def build_pool(folder, documents_per_shard, size, max_num_tokens, random_seed):
   Returns:
     `SegmentPool`.
   """
-  rng = np.random.default_rng(np.random.SeedSequence([random_seed, _POOL_STREAM]))
-  offsets = np.concatenate([[0], np.cumsum(documents_per_shard)]).astype(np.int64)
-  picks = np.sort(rng.integers(0, offsets[-1], size=size)) if offsets[-1] else np.zeros(0, np.int64)
-  where = rng.random(size=len(picks))
-  shard_of = np.searchsorted(offsets, picks, side="right") - 1
-  tokens, lengths, counts = [], [], []
-  for shard in np.unique(shard_of):
-    documents = load_documents(documents_path(folder, shard))
-    mine = shard_of == shard
-    local = picks[mine] - offsets[shard]
+  draws = PoolDraws.draw(documents_per_shard, size, random_seed)
+  return join_pools([
+      draws.segments_of(shard, load_documents(documents_path(folder, shard)), max_num_tokens)
+      for shard in draws.shards()])
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolDraws:
+  """Which documents the pool's segments come from, and where in them they start.
+
+  The draws need only the number of documents of each shard, so that each shard's segments can be
+  cut where the shard is (`segments_of`) and the parts joined in shard order (`join_pools`).
+
+  Args:
+    first_documents: int64 `[num_shards + 1]`, the corpus-wide number of each shard's first
+      document, then the number of documents.
+    picks: int64 `[size]`, the drawn documents, corpus-wide numbers in ascending order.
+    where: float64 `[size]`, in `[0, 1)`: how far into its document each segment starts.
+  """
+
+  first_documents: np.ndarray
+  picks: np.ndarray
+  where: np.ndarray
+
+  @classmethod
+  def draw(cls, documents_per_shard, size, random_seed):
+    """Draws `size` documents uniformly from all; the same seed and counts give the same draws.
+
+    Args:
+      documents_per_shard: the number of documents of each shard, in shard order.
+      size: segments to draw.
+      random_seed: the run's seed.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([random_seed, _POOL_STREAM]))
+    offsets = np.concatenate([[0], np.cumsum(documents_per_shard)]).astype(np.int64)
+    picks = (np.sort(rng.integers(0, offsets[-1], size=size)) if offsets[-1]
+             else np.zeros(0, np.int64))
+    return cls(offsets, picks, rng.random(size=len(picks)))
+
+  def shards(self):
+    """The shards that hold at least one drawn document, in order."""
+    return np.unique(self._shard_of()).tolist()
+
+  def _shard_of(self):
+    return np.searchsorted(self.first_documents, self.picks, side="right") - 1
+
+  def segments_of(self, shard, documents, max_num_tokens):
+    """Cuts the segments drawn from one shard out of its documents.
+
+    Args:
+      shard: the shard's number.
+      documents: its `Documents`.
+      max_num_tokens: `max_seq_length - 3`.
+
+    Returns:
+      `SegmentPool` of the shard's segments, in the order of the draws.
+    """
+    mine = self._shard_of() == shard
+    local = self.picks[mine] - self.first_documents[shard]
     doc_splits, splits = documents.document_splits, documents.sentence_splits
     first, end = doc_splits[local], doc_splits[local + 1]
-    start = first + (where[mine] * (end - first)).astype(np.int64)
+    start = first + (self.where[mine] * (end - first)).astype(np.int64)
     # The first sentence boundary at least `max_num_tokens - 1` tokens after the start.
     stop = np.searchsorted(splits, splits[start] + max_num_tokens - 1, side="left")
     stop = np.minimum(stop, end)
     sentences = _ranges(start, stop)
-    tokens.append(documents.token_ids[_ranges(splits[start], splits[stop])])
-    lengths.append(splits[sentences + 1] - splits[sentences])
-    counts.append(stop - start)
-  def joined(parts):
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return SegmentPool(
+        token_ids=documents.token_ids[_ranges(splits[start], splits[stop])].astype(np.int32),
+        sentence_splits=_splits(splits[sentences + 1] - splits[sentences]),
+        segment_splits=_splits(stop - start),
+        document_ids=self.picks[mine].astype(np.int64))
+
+
+def join_pools(parts):
+  """Joins the segments of several shards (`PoolDraws.segments_of`), in shard order, into one."""
+  def joined(arrays, dtype):
+    return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)
   return SegmentPool(
-      token_ids=joined(tokens).astype(np.int32),
-      sentence_splits=np.concatenate([[0], np.cumsum(joined(lengths))]).astype(np.int64),
-      segment_splits=np.concatenate([[0], np.cumsum(joined(counts))]).astype(np.int64),
-      document_ids=picks.astype(np.int64))
+      token_ids=joined([p.token_ids for p in parts], np.int32),
+      sentence_splits=_splits(joined([np.diff(p.sentence_splits) for p in parts], np.int64)),
+      segment_splits=_splits(joined([np.diff(p.segment_splits) for p in parts], np.int64)),
+      document_ids=joined([p.document_ids for p in parts], np.int64))
+
+
+def _splits(lengths):
+  """Row splits (`[0, l0, l0 + l1, ...]`, int64) of rows of the given lengths."""
+  return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def _ranges(lo, hi):

@@ -27,7 +27,6 @@ on this host.
 
 import os
 import shutil
-import socket
 import tempfile
 import time
 
@@ -35,7 +34,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert.common import file_io
+from official_bert.common import debris, file_io
 from official_bert.pretraining import corpus, next_sentences, workers, writer
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats
@@ -119,7 +118,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
     for temporary in partial:
       if tf.io.gfile.exists(temporary):
         tf.io.gfile.remove(temporary)
-  _log_summary(stats, outputs, time.monotonic() - start)
+  log_summary(stats, outputs, time.monotonic() - start)
   return stats
 
 
@@ -189,11 +188,6 @@ def _output_paths(output_files):
   return paths
 
 
-def _run_id():
-  """`<host>-<pid>`: tells which process wrote a partial output, and whether it still runs."""
-  return f"{socket.gethostname()}-{os.getpid()}"
-
-
 def _file_key(path):
   """The same string for every spelling of a local file (relative, absolute, `file://`)."""
   local = file_io.local_path(path)
@@ -202,7 +196,7 @@ def _file_key(path):
 
 def _temporary_path(path):
   """The name under which `path` is written until it is complete."""
-  return f"{path}.incomplete-{_run_id()}"
+  return f"{path}.incomplete-{debris.writer_id()}"
 
 
 def _piece_folder(path):
@@ -214,7 +208,8 @@ def _piece_folder(path):
 
 def _piece_dir(path):
   """The folder of this run's piece files for the output `path`."""
-  return os.path.join(_piece_folder(path), f".{os.path.basename(path)}.pieces-{_run_id()}")
+  return os.path.join(_piece_folder(path),
+                      f".{os.path.basename(path)}.pieces-{debris.writer_id()}")
 
 
 def _remove_debris(outputs):
@@ -223,7 +218,6 @@ def _remove_debris(outputs):
   Only those of processes of this host that no longer run are removed: a process of another host
   (on a shared file system) may still be writing.
   """
-  host = socket.gethostname()
   for path in outputs:
     name = os.path.basename(path)
     places = ((os.path.dirname(path) or ".", f"{name}.incomplete-"),
@@ -232,35 +226,7 @@ def _remove_debris(outputs):
       for entry in tf.io.gfile.listdir(folder):
         entry = entry.rstrip("/")
         if entry.startswith(prefix):
-          _remove_if_dead(os.path.join(folder, entry), entry[len(prefix):], host, path)
-
-
-def _remove_if_dead(debris, writer, host, path):
-  """Removes `debris` of the run `writer` (`<host>-<pid>`) when it is no longer running here."""
-  writer_host, _, pid = writer.rpartition("-")
-  if writer_host != host or not pid.isdigit():
-    return
-  if _process_runs(int(pid)):
-    logging.warning("%s belongs to process %s, which still runs: is another run writing %s?",
-                    debris, pid, path)
-    return
-  logging.warning("Removing %s, left by an interrupted run (process %s, no longer running).",
-                  debris, pid)
-  if tf.io.gfile.isdir(debris):
-    tf.io.gfile.rmtree(debris)
-  else:
-    tf.io.gfile.remove(debris)
-
-
-def _process_runs(pid):
-  """Whether a process with this id exists on this host."""
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # it exists, under another user
-    return True
-  return True
+          debris.remove_if_dead(os.path.join(folder, entry), entry[len(prefix):], path)
 
 
 def _auto_num_workers(files, dupe_factor):
@@ -275,7 +241,8 @@ def _log_progress(stats, elapsed, stage):
                stats.instances, stats.input_bytes / 1e6, elapsed)
 
 
-def _log_summary(stats, outputs, elapsed):
+def log_summary(stats, outputs, elapsed):
+  """Logs the end-of-run summary: what was written where, how fast, and `stats.summary()`."""
   logging.info("Wrote %d instances to %s in %.1f s (%.2f MB/s of text).", stats.instances,
                ", ".join(outputs), elapsed, stats.input_bytes / 1e6 / max(elapsed, 1e-9))
   for line in stats.summary():

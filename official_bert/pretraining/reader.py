@@ -40,7 +40,8 @@ def compression_type(path):
 
 def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batch_size,
                         is_training, *, input_context=None, dynamic_masking=None, seed=None,
-                        shuffle_buffer_size=10000, cycle_length=8):
+                        shuffle_buffer_size=10000, cycle_length=8, vocab_size=None,
+                        type_vocab_size=None):
   """A `tf.data` pipeline over pre-training TFRecords.
 
   Args:
@@ -58,6 +59,10 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
     seed: seeds shuffling and dynamic masking.
     shuffle_buffer_size: records in the shuffle buffer when training.
     cycle_length: files read at once.
+    vocab_size: the model's; when given, every batch is checked to hold token ids (`input_ids`,
+      `masked_lm_ids`) in `[0, vocab_size)`, and fails naming the file of a record that does not
+      (see `tfrecord_errors.check_range`): XLA would clamp such an id and train on silently.
+    type_vocab_size: likewise for `segment_ids`, when given.
 
   Returns:
     A `tf.data.Dataset` of `(features, labels)` dicts (see the module docstring).
@@ -82,8 +87,10 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
     dataset = dataset.shard(num_pipelines, input_context.input_pipeline_id)
   if is_training:
     dataset = dataset.shuffle(len(files), seed=seed).repeat()
+  # Each record travels with its file's path, for the range checks' messages.
   dataset = dataset.interleave(
-      lambda path, compression: tf.data.TFRecordDataset(path, compression_type=compression),
+      lambda path, compression: tf.data.TFRecordDataset(path, compression_type=compression).map(
+          lambda record: (record, path)),
       cycle_length=min(cycle_length, len(files)), num_parallel_calls=tf.data.AUTOTUNE,
       deterministic=not is_training)
   if num_pipelines > 1 and not shard_files:
@@ -92,8 +99,20 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
   dataset = dataset.batch(batch_size, drop_remainder=is_training)
   spec = feature_spec(seq_length, max_predictions_per_seq)
-  dataset = dataset.map(lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),
-                        num_parallel_calls=tf.data.AUTOTUNE)
+  limits = {"input_ids": (vocab_size, "vocab_size"), "masked_lm_ids": (vocab_size, "vocab_size"),
+            "segment_ids": (type_vocab_size, "type_vocab_size"),
+            "masked_lm_positions": (seq_length, "seq_length"),
+            "next_sentence_labels": (2, "a label, 0 or 1")}
+  limits = {name: limit for name, limit in limits.items() if limit[0] is not None}
+
+  def to_model_inputs(records, paths):
+    example = tf.io.parse_example(records, spec)
+    checks = [tfrecord_errors.check_range(example[name], paths, name, 0, high, limit_name)
+              for name, (high, limit_name) in limits.items()]
+    with tf.control_dependencies(checks):
+      return _to_model_inputs({name: tf.identity(value) for name, value in example.items()})
+
+  dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
   if dynamic_masking is not None:
     dataset = apply_dynamic_masking(dataset, dynamic_masking, seed=seed)
   return dataset.prefetch(tf.data.AUTOTUNE)

@@ -134,7 +134,8 @@ class ShardProcessor:
     do_lower_case: lower-case and strip accents before WordPiece, as the original.
     options: `official_bert.pretraining.instances.InstanceOptions`.
     random_seed: the run's seed; shard `i` uses the stream `(random_seed, i)`.
-    piece_dir: folder for the saved documents, the pool and the piece files.
+    piece_dir: folder for the saved documents, the pool and the piece files; None for a caller
+      that only uses `prepare` and `build_records` (`beam_pipeline`).
     num_outputs: number of output files (pieces per shard).
     gzip: write GZIP-compressed TFRecords.
   """
@@ -160,7 +161,7 @@ class ShardProcessor:
     """Tokenizes a `corpus.Shard` or builds a `BuildJob`; returns its `ShardResult`."""
     if isinstance(job, BuildJob):
       return self._build(job)
-    return self._save(self._prepare(job))
+    return self._save(self.prepare(job))
 
   def process_in_order(self, jobs):
     """Yields the `ShardResult` of each job in order, working on two jobs at once in threads.
@@ -177,8 +178,12 @@ class ShardProcessor:
       while pending:
         yield pending.popleft().result()
 
-  def _prepare(self, shard):
-    """Decodes and tokenizes a shard; returns it with its documents and counts."""
+  def prepare(self, shard):
+    """Decodes and tokenizes a `corpus.Shard`.
+
+    Returns:
+      `(index, documents, stats)`: the shard's number, its `Documents` and the counts of its text.
+    """
     text = corpus.decode_shard(shard)
     token_ids, row_splits = self.tokenize(text.sentences)
     documents, num_empty = corpus.documents_from_tokens(text, token_ids, row_splits)
@@ -205,17 +210,32 @@ class ShardProcessor:
     path = next_sentences.documents_path(self._piece_dir, job.index)
     documents = next_sentences.load_documents(path)
     tf.io.gfile.remove(path)
-    seeds = np.random.SeedSequence(self._random_seed, spawn_key=(job.index,))
+    records, stats = self.build_records(job.index, documents, job.first_document, self._pool)
+    return ShardResult(job.index, self._write_pieces(job.index, records), stats)
+
+  def build_records(self, index, documents, first_document, pool):
+    """Builds and serializes the instances of a tokenized shard, in their final order.
+
+    Args:
+      index: the shard's number, which picks its random stream.
+      documents: its `Documents`.
+      first_document: the corpus-wide number of its first document.
+      pool: the `next_sentences.SegmentPool` of the whole corpus.
+
+    Returns:
+      `(records, stats)`: the serialized `tf.train.Example`s (an object array of `bytes`) and the
+      counts of the instances.
+    """
+    seeds = np.random.SeedSequence(self._random_seed, spawn_key=(index,))
     stats = PretrainingStats()
     records = []
     # Serializing batch by batch keeps the arrays of one batch in memory at a time.
-    for instances in iterate_passes(documents, self._options, self._vocab, seeds, self._pool,
-                                    job.first_document):
+    for instances in iterate_passes(documents, self._options, self._vocab, seeds, pool,
+                                    first_document):
       stats = stats + _instance_stats(instances)
       records.append(serialize_instances(instances))
     records = np.concatenate(records) if records else np.zeros([0], dtype=object)
-    order = shuffled_order(seeds, len(records))
-    return ShardResult(job.index, self._write_pieces(job.index, records[order]), stats)
+    return records[shuffled_order(seeds, len(records))], stats
 
   def _write_pieces(self, shard_index, records):
     """Writes record `i` to piece `i % num_outputs`; returns the piece paths."""

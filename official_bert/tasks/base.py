@@ -1,9 +1,11 @@
 """The `Task` protocol: what a task says about itself, so that one driver runs every task.
 
-A task owns its data, its model and its outputs: how to read its splits, turn examples into
-features, build its model, its loss and training metrics, score a split and write predictions.
-The driver (`official_bert.tasks.driver.run`) owns the order and the engine, the same for every
-task under every strategy: validate -> train -> evaluate -> predict -> save -> export.
+A task owns its data, its model and its outputs: how to read its splits and build their inputs,
+its model, its loss and training metrics, how to turn a split's outputs into results and files.
+The driver (`official_bert.tasks.driver`) owns the order, the engine, the batch sizes, the seed,
+the paths and the checkpoints, the same for every task under every strategy: validate -> train
+-> evaluate -> predict -> save -> export. The driver calls the task's hooks; a task never sees
+the runner.
 
 A new task is one module with one `Task` subclass. The smallest useful one:
 
@@ -30,13 +32,14 @@ ValueError: Cannot use sequence length 32 because ... up to sequence length 16 (
 
 import abc
 import dataclasses
+import os
 
 from absl import logging
 
-from official_bert import tokenization
-from official_bert.checkpoints import check_init_checkpoint, restore_task_weights
-from official_bert.tasks import output_folder
-from official_bert.tasks import runner as runner_lib
+from official_bert import export, tokenization
+from official_bert.checkpoints import save_model_dir
+from official_bert.common.errors import UserError
+from official_bert.tasks import experiment, output_folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,15 +68,22 @@ class Modes:
 class Task(abc.ABC):
   """One BERT task, as `driver.run` runs it.
 
-  Subclasses set `name`, implement `build_model` and `loss`, and override the steps their task
-  has: `validate` (read and check every split the run needs, before any training),
-  `num_train_examples` and `train_input_fn` to train, `evaluate` and `predict`, and
-  `model_folder_fields` for what the saved model folder records; `validate` sets `train_files`
-  and `fingerprint` adds the task's own settings to what its output folder is for.
-  `supported_modes` lists the modes a task has (feature extraction only predicts); `resumes`
-  says whether a run continues from the newest checkpoint in `output_dir` (False for a task
-  that only runs a pre-trained model, which then always starts from `init_checkpoint` and
-  never reads checkpoints that happen to lie in its output folder).
+  Subclasses set `name`, implement `build_model` and `loss`, and override the hooks their task
+  has:
+
+  * `validate`: read and check every split the run needs, before any training; sets
+    `train_files` (part of the output folder's `fingerprint`);
+  * `num_train_examples` and `build_inputs(split, ...)`: the splits' inputs (`"train"`, the
+    names of `eval_splits()` and `predict_splits()`);
+  * `metrics`: training metrics; `postprocess`: a split's model outputs -> results and files;
+  * `model_folder_fields` and `save`: what the saved model folder records.
+
+  `config_class` is the task's `experiment.TaskConfig` subclass: its fields are the task's
+  keyword arguments and attributes (`config()`, `from_config`). `supported_modes` lists the
+  modes a task has (feature extraction only predicts); `resumes` says whether a run continues
+  from the newest checkpoint in `output_dir` (False for a task that only runs a pre-trained
+  model, which then always starts from `init_checkpoint`, owns nothing in its output folder and
+  never reads checkpoints that happen to lie there).
 
   Args:
     bert_config: the encoder's `BertConfig`.
@@ -91,8 +101,18 @@ class Task(abc.ABC):
   name = "task"
   supported_modes = ("train", "eval", "predict")
   resumes = True
+  config_class = experiment.TaskConfig
+  # Features that prediction returns beside the model's outputs (ids, weights, labels).
+  output_features = ()
+  # Evaluation averages the loss and metrics over at most `max_eval_steps` batches instead of
+  # scoring the whole split's predictions (pre-training).
+  averages_eval = False
+  max_eval_steps = None
+  # Prediction writes its outputs while it computes them (`write_predictions`), for outputs too
+  # large to hold (feature extraction), instead of `build_inputs` + `postprocess`.
+  streams_predictions = False
 
-  def __init__(self, *, bert_config, vocab_file, do_lower_case=True, max_seq_length=128):
+  def __init__(self, *, bert_config, vocab_file=None, do_lower_case=True, max_seq_length=128):
     self.bert_config = bert_config
     self.vocab_file = vocab_file
     self.do_lower_case = do_lower_case
@@ -100,6 +120,18 @@ class Task(abc.ABC):
     self.summary = []
     self.train_files = []
     self._tokenizer = None
+
+  def config(self):
+    """The task's node of the run's `ExperimentConfig`: its `config_class`, from its
+    attributes."""
+    return self.config_class(**{field.name: getattr(self, field.name)
+                                for field in dataclasses.fields(self.config_class)})
+
+  @classmethod
+  def from_config(cls, config, bert_config):
+    """The task of a `config_class` node and the model's `BertConfig`."""
+    return cls(bert_config=bert_config, **{field.name: getattr(config, field.name)
+                                           for field in dataclasses.fields(config)})
 
   @property
   def tokenizer(self):
@@ -111,7 +143,7 @@ class Task(abc.ABC):
 
   # === Before any work ===
 
-  def validate(self, modes, init_checkpoint=None):
+  def validate(self, modes, init_checkpoint=None, *, output_dir=None, export_dir=None):
     """Checks everything that can be checked before training; reads what the run needs.
 
     Subclasses call this first, then read and check their splits, so that a bad dev file or an
@@ -119,10 +151,13 @@ class Task(abc.ABC):
 
     Args:
       modes: the run's `Modes`.
-      init_checkpoint: the starting checkpoint: checked to be one this package can start
-        from (`checkpoints.check_init_checkpoint`), and against `do_lower_case` when it names
-        the casing of a released model.
+      init_checkpoint: the starting checkpoint as the driver located and checked it
+        (`checkpoints.check_init_checkpoint`; a path works too), or None; checked against
+        `do_lower_case` when it names the casing of a released model.
+      output_dir: the run's output folder (what an earlier run left there may matter).
+      export_dir: where the run exports, or None.
     """
+    del output_dir, export_dir  # for the tasks that read them
     unsupported = [mode for mode in modes.names() if mode not in self.supported_modes]
     if unsupported:
       raise ValueError(f"The {self.name} task cannot {' or '.join(unsupported)}: it supports "
@@ -131,28 +166,41 @@ class Task(abc.ABC):
       raise ValueError(f"Cannot use sequence length {self.max_seq_length} because the BERT "
                        "model was only trained up to sequence length "
                        f"{self.bert_config.max_position_embeddings} (max_position_embeddings).")
-    if init_checkpoint:
-      check_init_checkpoint(init_checkpoint)
-    if self.do_lower_case is not None:
-      tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
+    if self.do_lower_case is not None and init_checkpoint:
+      tokenization.validate_case_matches_checkpoint(self.do_lower_case,
+                                                    os.fspath(init_checkpoint))
     if self.vocab_file:
       _ = self.tokenizer  # loads and checks the vocabulary now, not after training
 
-  def fingerprint(self):
-    """What the output folder of a run of this task is for (see `tasks.output_folder`).
+  def check_segments(self, num_segments, what):
+    """Refuses inputs with more segments than the model has type ids.
 
-    Called after `validate`. Subclasses extend the parts with settings of their own that change
-    the model (`model`) or how it is trained (`training`).
+    The segment (type) ids index the type embedding; XLA's gather clamps an id past the table
+    instead of failing, so a sentence-pair task on a model with `type_vocab_size: 1` would train
+    without an error, and wrongly.
+
+    Args:
+      num_segments: the segments the task packs (2 for a sentence pair: type ids 0 and 1).
+      what: what the inputs are, for the message (e.g. `MRPC sentence pairs`).
+    """
+    type_vocab_size = self.bert_config.type_vocab_size
+    if num_segments > type_vocab_size:
+      raise UserError(f"{what} need type ids 0 to {num_segments - 1}, but the model's "
+                      f"type_vocab_size is {type_vocab_size}: use a model (bert_config.json) with "
+                      f"type_vocab_size >= {num_segments}.")
+
+  def fingerprint(self):
+    """What the task's data adds to the output folder's fingerprint (see `tasks.output_folder`;
+    the run's config gives the rest: `experiment.fingerprint`).
+
+    Called after `validate`. Subclasses extend the parts with what their data decides.
 
     Returns:
-      `{"model": ..., "training": ...}` of JSON values: the model part (task kind, config,
-      casing, sequence length, the saved folder's labels and settings) must match for any run
-      on an existing folder; the training part (the task, its training files by content) for a
-      run that trains.
+      `{"model": ..., "training": ...}` of JSON values: the model part (task kind, the saved
+      folder's labels and settings) must match for any run on an existing folder; the training
+      part (the task, its training files by content) for a run that trains.
     """
-    return {"model": {"task": type(self).__name__, "bert_config": self.bert_config.to_dict(),
-                      "do_lower_case": self.do_lower_case,
-                      "max_seq_length": self.max_seq_length, **self.model_folder_fields()},
+    return {"model": {"task": type(self).__name__, **self.model_folder_fields()},
             "training": {"task": self.name,
                          "data_files": [output_folder.file_identity(path)
                                         for path in self.train_files]}}
@@ -172,22 +220,11 @@ class Task(abc.ABC):
   def loss(self, outputs, labels):
     """`loss(outputs, labels)` -> dict of float32 scalars with `loss` (see `Trainer`)."""
 
-  # Optional: a method `metrics(outputs, labels)` -> `{name: (total, count)}`, logged during
-  # training and averaged by `Runner.evaluate` (see `Trainer`).
-  metrics = None
-
-  def initialize(self, model, init_checkpoint):
-    """Loads `init_checkpoint` into a model that starts a run (no checkpoint to resume): the
-    encoder, and the task head where the checkpoint holds one of the model's kind and shapes
-    (see `official_bert.checkpoints.restore_task_weights`).
-
-    Returns:
-      True when the head came from the checkpoint too (an original fine-tuned checkpoint).
-    """
-    head = restore_task_weights(model, init_checkpoint)
-    logging.info("Initialised the encoder%s from %s.", " and the task head" if head else "",
-                 init_checkpoint)
-    return head
+  def metrics(self, outputs, labels):
+    """`metrics(outputs, labels)` -> `{name: (total, count)}`, logged during training and
+    averaged by evaluation (see `Trainer`); none by default."""
+    del outputs, labels
+    return {}
 
   def untrained(self, output_dir):
     """Called when a run that does not train finds no checkpoint to resume and no head in
@@ -196,40 +233,72 @@ class Task(abc.ABC):
     logging.warning("%s holds no fine-tuned checkpoint: the %s head is untrained.", output_dir,
                     self.name)
 
-  # === Training ===
+  # === The inputs ===
 
   def num_train_examples(self):
-    """Training examples (features, for tasks that window long documents); sets the steps."""
+    """Training examples (features, for tasks that window long documents); with the trainer's
+    epochs, they set the step count."""
     raise NotImplementedError(f"The {self.name} task does not train.")
 
-  def training_steps(self, config):
-    """`(num_train_steps, num_warmup_steps)` of a run: by default from the epochs, as the
-    original fine-tuning scripts did (see `runner.training_steps`)."""
-    return runner_lib.training_steps(self.num_train_examples(), config.train_batch_size,
-                          config.num_train_epochs, config.warmup_proportion)
+  def build_inputs(self, split, output_dir, seed=None):
+    """The input of a split, as `input_fn(batch_size, input_context)`.
 
-  def train_input_fn(self, runner):
-    """`input_fn(batch_size, input_context)` over the training data (see `runner.Runner`);
-    may write the training records into `runner.config.output_dir` first."""
-    raise NotImplementedError(f"The {self.name} task does not train.")
+    The input function returns a `tf.data.Dataset` of batches of `batch_size` examples (the
+    per-replica share of the run's batch, which the driver works out), reading the input
+    pipeline's shard of `input_context` (a `tf.distribute.InputContext`). Training datasets
+    repeat and yield `(features, labels)`; evaluation and prediction datasets end.
 
-  # === After training ===
+    Args:
+      split: `"train"`, or a name of `eval_splits()` or `predict_splits()`.
+      output_dir: the run's output folder, where the task may write the split's records.
+      seed: the run's seed, for shuffling training data; None for unseeded.
+    """
+    raise NotImplementedError(f"The {self.name} task has no {split!r} split.")
 
-  def evaluate(self, runner):
-    """Scores the evaluation split(s); returns results named as `runner.eval_results` names
-    them (written to `eval_results.txt` by the driver); may write files of its own."""
-    raise NotImplementedError(f"The {self.name} task does not evaluate.")
+  def eval_splits(self):
+    """The `(split, prefix)` pairs that evaluation scores; results are named
+    `<prefix>_<name>` (None keeps the names)."""
+    return [("eval", "eval")]
 
-  def predict(self, runner):
-    """Predicts the prediction split(s) and writes the outputs; returns the paths written."""
-    raise NotImplementedError(f"The {self.name} task does not predict.")
+  def predict_splits(self):
+    """The splits that prediction runs over."""
+    return ["predict"]
+
+  # === The outputs ===
+
+  def postprocess(self, split, outputs, output_dir):
+    """Turns a split's model outputs into results and the task's files.
+
+    Args:
+      split: the evaluated or predicted split.
+      outputs: dict of numpy arrays, one row per input row (padding rows included), in order:
+        the model's outputs and the task's `output_features`.
+      output_dir: the folder for the task's files (run on the chief only).
+
+    Returns:
+      `(metrics, paths)`: the split's scores (dict of floats; None when it cannot be scored)
+      and the files written.
+    """
+    raise NotImplementedError(f"The {self.name} task does not evaluate or predict {split!r}.")
+
+  def write_predictions(self, split, model, batch_size, output_dir):
+    """Runs `model` over a split in batches of `batch_size` and writes the outputs as they come;
+    returns the paths written. Only for `streams_predictions` tasks."""
+    raise NotImplementedError(f"The {self.name} task does not stream its predictions.")
 
   def model_folder_fields(self):
-    """What the saved model folder records beside the weights: `labels` and `extra`."""
+    """What the saved model folder records beside the weights: `labels`, `is_regression` and
+    `extra`."""
     return {}
 
-  def save(self, runner):
+  def save(self, model, output_dir, export_dir=None):
     """Saves the model folder in `output_dir` (and the SavedModel in `export_dir`); returns
-    the paths written."""
-    return [runner.save(vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
-                        max_seq_length=self.max_seq_length, **self.model_folder_fields())]
+    the paths written. Called on the chief after training, or to export."""
+    save_model_dir(model, output_dir, vocab_file=self.vocab_file,
+                   do_lower_case=self.do_lower_case, max_seq_length=self.max_seq_length,
+                   **self.model_folder_fields())
+    if not export_dir:
+      return [output_dir]
+    # A model trained in bfloat16 is served in bfloat16, one trained in float32 in float32.
+    return [export.export_model_dir(output_dir, export_dir, overwrite=True,
+                                    dtype=export.trained_dtype(model))]

@@ -32,10 +32,10 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert.common import file_io
-from official_bert.data import classifier_data, classifier_features
+from official_bert.data import classifier_features, classifier_processors
 from official_bert.evaluation import glue_metrics
 from official_bert.models import BertClassifier
-from official_bert.tasks import base
+from official_bert.tasks import base, experiment
 
 TEST_RESULTS = "test_results{suffix}.tsv"
 CUSTOM_PREDICTIONS = "test_predictions.tsv"
@@ -136,7 +136,8 @@ def _processor(task_name, data_dir, tfds_name, custom_options, skip_malformed_ro
              if options.get(name)}
     options = {name: value for name, value in options.items() if name not in _CUSTOM_FILES}
     options["files"] = files
-  return classifier_data.get_processor(task_name, data_dir, tfds_name=tfds_name, **options)
+  return classifier_processors.get_processor(task_name, data_dir, tfds_name=tfds_name,
+                                             **options)
 
 
 def _splits(processor, task_name):
@@ -211,18 +212,25 @@ class ClassificationTask(base.Task):
 
   Example:
 
-    task = ClassificationTask(bert_config=BertConfig.from_json_file("bert_config.json"),
-                              vocab_file="vocab.txt", task_name="MRPC", data_dir="glue/MRPC")
-    driver.run(task, RunConfig(output_dir="/tmp/mrpc_output", learning_rate=2e-5,
-                               init_checkpoint="uncased_L-12_H-768_A-12"),
-               Modes(train=True, eval=True))
+    config = ExperimentConfig(
+        task=ClassificationConfig(vocab_file="vocab.txt", task_name="MRPC",
+                                  data_dir="glue/MRPC"),
+        trainer=TrainerConfig(learning_rate=2e-5),
+        model=BertConfig.from_json_file("bert_config.json"),
+        output_dir="/tmp/mrpc_output", init_checkpoint="uncased_L-12_H-768_A-12")
+    driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "classification"
+  config_class = experiment.ClassificationConfig
+  output_features = ("label_ids", "is_real_example")
 
   def __init__(self, *, task_name=None, data_dir=None, tfds_name=None, custom_options=None,
                skip_malformed_rows=None, xnli_language=None, **kwargs):
     super().__init__(**kwargs)
+    self.task_name, self.data_dir, self.tfds_name = task_name, data_dir, tfds_name
+    self.custom_options = custom_options
+    self.skip_malformed_rows, self.xnli_language = skip_malformed_rows, xnli_language
     self.processor = _processor(task_name, data_dir, tfds_name, custom_options,
                                 skip_malformed_rows, xnli_language)
     self.glue_name = getattr(getattr(self.processor, "task", None), "name", None)
@@ -251,23 +259,26 @@ class ClassificationTask(base.Task):
       summary += f", {dropped} byte(s) that are not UTF-8 dropped (as the original did)"
     self.summary.append(summary)
     self.sentence_pair = examples[0].text_b is not None
+    if self.sentence_pair:
+      self.check_segments(2, f"The sentence pairs of {self.name}")
     self.examples[split] = examples
     return examples
 
-  def validate(self, modes, init_checkpoint=None):
-    super().validate(modes, init_checkpoint)
+  def validate(self, modes, init_checkpoint=None, **paths):
+    super().validate(modes, init_checkpoint, **paths)
     if self.glue_name == "AX" and (modes.train or modes.eval):
       raise ValueError("AX has only a test set, predicted with an MNLI model: run do_predict "
                        "with the output_dir of an MNLI run.")
     if not self.is_regression and len(self.label_list) < 2:
       raise ValueError(f"The training data has only the label(s) {self.label_list}; a "
                        "classifier needs two or more (or is_regression for numeric targets).")
-    self.eval_splits, self.predict_splits = _splits(self.processor, self.glue_name)
+    self._eval_splits, self._predict_splits = _splits(self.processor, self.glue_name)
+    self._splits = {split.name: split for split in self._eval_splits + self._predict_splits}
     if modes.train:
       self._read("train")
-    for split in self.eval_splits if modes.eval else []:
+    for split in self._eval_splits if modes.eval else []:
       self._check_labels(split.name, self._read(split.name))
-    for split in self.predict_splits if modes.predict else []:
+    for split in self._predict_splits if modes.predict else []:
       self._read(split.name)
 
   def _check_labels(self, split, examples):
@@ -285,9 +296,8 @@ class ClassificationTask(base.Task):
   def loss(self, outputs, labels):
     return classification_loss(self.is_regression)(outputs, labels)
 
-  @property
-  def metrics(self):
-    return None if self.is_regression else classification_metrics
+  def metrics(self, outputs, labels):
+    return {} if self.is_regression else classification_metrics(outputs, labels)
 
   def untrained(self, output_dir):
     if self.glue_name == "AX":
@@ -298,45 +308,37 @@ class ClassificationTask(base.Task):
   def num_train_examples(self):
     return len(self.examples["train"])
 
-  def train_input_fn(self, runner):
-    train_file = os.path.join(runner.config.output_dir, "train.tf_record")
-    classifier_features.file_based_convert_examples_to_features(
-        self.examples["train"], self.label_list, self.max_seq_length, self.tokenizer,
-        train_file, self.is_regression)
-    return _input_fn(train_file, self.max_seq_length, True, self.is_regression,
-                     seed=runner.config.engine.seed)
+  def eval_splits(self):
+    return [(split.name, f"eval{split.suffix}") for split in self._eval_splits]
 
-  def _predict(self, runner, split, mode):
-    """Writes `<mode><suffix>.tf_record`, runs the model; returns `(logits, label_ids)` of the
-    real examples, in order."""
-    path = os.path.join(runner.config.output_dir, f"{mode}{split.suffix}.tf_record")
+  def predict_splits(self):
+    return [split.name for split in self._predict_splits]
+
+  def build_inputs(self, split, output_dir, seed=None):
+    """Writes the split's features to `<mode><suffix>.tf_record` in `output_dir` (as the
+    original: `train.tf_record`, `eval.tf_record`, `predict.tf_record`) and reads them."""
+    if split == "train":
+      path, is_training = os.path.join(output_dir, "train.tf_record"), True
+    else:
+      mode = "eval" if split in dict(self.eval_splits()) else "predict"
+      path = os.path.join(output_dir, f"{mode}{self._splits[split].suffix}.tf_record")
+      is_training, seed = False, None
     classifier_features.file_based_convert_examples_to_features(
-        self.examples[split.name], self.label_list, self.max_seq_length, self.tokenizer, path,
+        self.examples[split], self.label_list, self.max_seq_length, self.tokenizer, path,
         self.is_regression)
-    batch_size = runner.config.eval_batch_size if mode == "eval" else None
-    outputs = runner.predict(
-        _input_fn(path, self.max_seq_length, False, self.is_regression, for_predict=True),
-        keep=("label_ids", "is_real_example"), batch_size=batch_size)
+    return _input_fn(path, self.max_seq_length, is_training, self.is_regression, seed=seed,
+                     for_predict=not is_training)
+
+  def postprocess(self, split, outputs, output_dir):
+    """Scores an evaluation split; writes a prediction split's `test_results<suffix>.tsv` and
+    submission file."""
     real = outputs["is_real_example"] > 0
-    return outputs["logits"][real].astype(np.float64), outputs["label_ids"][real]
-
-  def evaluate(self, runner):
-    results = {}
-    for split in self.eval_splits:
-      logits, label_ids = self._predict(runner, split, "eval")
-      results.update(runner.eval_results(
-          score_predictions(self.glue_name, logits, label_ids, self.is_regression),
-          f"eval{split.suffix}"))
-    return results
-
-  def predict(self, runner):
-    written = []
-    for split in self.predict_splits:
-      logits, _ = self._predict(runner, split, "predict")
-      if runner.is_chief:
-        written += _write_predictions(runner.config.output_dir, split, self.examples[split.name],
-                                      logits, self.label_list, self.is_regression)
-    return written
+    logits = outputs["logits"][real].astype(np.float64)
+    if split in dict(self.eval_splits()):
+      return score_predictions(self.glue_name, logits, outputs["label_ids"][real],
+                               self.is_regression), []
+    return None, _write_predictions(output_dir, self._splits[split], self.examples[split],
+                                    logits, self.label_list, self.is_regression)
 
   def model_folder_fields(self):
     return {"labels": None if self.is_regression else self.label_list,

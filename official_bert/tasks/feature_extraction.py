@@ -24,20 +24,22 @@ and nothing else.
 
 Example:
 
-  task = FeatureExtractionTask(input_file="input.txt", output_file="out/features.jsonl",
-                               layers="-1,-2")
-  driver.run(task, RunConfig(output_dir="out", init_checkpoint="uncased_L-4_H-256_A-4"),
-             Modes(predict=True))
-  task = FeatureExtractionTask(input_file="input.txt", output_file="out/embeddings.jsonl",
-                               pooling="mean", normalize=True, do_lower_case=True)
-  driver.run(task, RunConfig(output_dir="out", init_checkpoint="all-MiniLM-L6-v2",
-                             predict_batch_size=64), Modes(predict=True))
+  task = FeatureExtractionConfig(input_file="input.txt", output_file="out/features.jsonl",
+                                 layers="-1,-2")
+  driver.run_experiment(ExperimentConfig(task=task, output_dir="out",
+                                         init_checkpoint="uncased_L-4_H-256_A-4"),
+                        Modes(predict=True))
+  task = FeatureExtractionConfig(input_file="input.txt", output_file="out/embeddings.jsonl",
+                                 pooling="mean", normalize=True, do_lower_case=True)
+  driver.run_experiment(ExperimentConfig(task=task, output_dir="out",
+                                         init_checkpoint="all-MiniLM-L6-v2",
+                                         trainer=TrainerConfig(predict_batch_size=64)),
+                        Modes(predict=True))
 """
 
 import dataclasses
 import json
 import os
-import re
 import time
 
 from absl import logging
@@ -47,32 +49,17 @@ import tensorflow as tf
 from official_bert import export, tokenization
 from official_bert.checkpoints import VOCAB_NAME, read_config
 from official_bert.common import file_io
+from official_bert.data.text_lines import read_examples
 from official_bert.export import archive
 from official_bert.networks.bert_encoder import BertEncoder
-from official_bert.tasks import base
+from official_bert.tasks import base, experiment
 from official_bert.tokenization import utf8
 
 POOLINGS = ("cls", "mean")
-# The separator of a text pair on one input line: the original's regex, `^(.*) \|\|\| (.*)$`.
-_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 _DECIMALS = 6
 _LOG_EVERY_BATCHES = 100
 _NEEDS_CHECKPOINT = ("Feature extraction needs init_checkpoint (a pre-trained model): the "
                      "features of an untrained encoder are meaningless.")
-
-
-@dataclasses.dataclass(frozen=True)
-class InputExample:
-  """One input line.
-
-  Attributes:
-    unique_id: the line's index in the file, from 0 (`linex_index` in the output).
-    text_a: the text, or the first of a pair.
-    text_b: the second text of a pair, else None.
-  """
-  unique_id: int
-  text_a: str
-  text_b: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,38 +78,6 @@ class ExtractionFeatures:
   input_mask: np.ndarray
   input_type_ids: np.ndarray
   num_truncated: int
-
-
-def read_examples(input_file, dropped=None):
-  """Reads one example per line; ` ||| ` separates the two texts of a pair.
-
-  Every line counts, blank ones too (they give `[CLS] [SEP]`), so `unique_id` is the line index.
-  Bytes that are not UTF-8 are dropped as in the original, counted and reported.
-
-  Args:
-    input_file: UTF-8 text file.
-    dropped: optional `utf8.DroppedBytes` that counts the dropped bytes, for the caller.
-
-  Returns:
-    A list of `InputExample`.
-
-  Raises:
-    ValueError: an empty file.
-  """
-  examples = []
-  dropped = utf8.DroppedBytes(input_file) if dropped is None else dropped
-  with file_io.open_read(input_file) as f:
-    for index, raw_line in enumerate(f):
-      line = dropped.decode(raw_line, index + 1).strip()
-      match = _PAIR.match(line)
-      text_a, text_b = (match.group(1), match.group(2)) if match else (line, None)
-      examples.append(InputExample(index, text_a, text_b))
-  dropped.report()
-  if not examples:
-    raise ValueError(f"{input_file} is empty: expected one text per line")
-  logging.info("Read %d lines (%d pairs) from %s.", len(examples),
-               sum(e.text_b is not None for e in examples), input_file)
-  return examples
 
 
 def convert_examples_to_features(examples, tokenizer, max_seq_length):
@@ -274,8 +229,9 @@ class FeatureExtractionTask(base.Task):
   Args:
     input_file: one text per line; ` ||| ` separates a pair.
     output_file: the JSON-lines output, written atomically (a temporary file, then renamed).
-    bert_config: the encoder's `BertConfig` or the path of its `bert_config.json`; by default
-      the one beside the init checkpoint.
+    bert_config: the encoder's `BertConfig`; by default that of `bert_config_file`.
+    bert_config_file: the path of the encoder's `bert_config.json`; by default the one beside
+      the init checkpoint.
     vocab_file: the WordPiece vocabulary; by default the `vocab.txt` beside the checkpoint.
     do_lower_case: lower-case the text (uncased models); checked against the checkpoint.
     max_seq_length: longest packed sequence; longer texts are truncated (and counted).
@@ -286,7 +242,7 @@ class FeatureExtractionTask(base.Task):
     normalize: L2-normalise the pooled vectors.
 
   Attributes (after `validate`):
-    examples: the `InputExample`s read.
+    examples: the `data.text_lines.InputExample`s read.
     features: their `ExtractionFeatures` (`num_truncated` counts the truncated ones).
     layer_indexes: the layers written (`[pooling_layer]` with pooling).
 
@@ -296,7 +252,7 @@ class FeatureExtractionTask(base.Task):
   >>> from official_bert import BertConfig, BertEncoder, export_pretrained_dir
   >>> from official_bert.tasks import driver
   >>> from official_bert.tasks.base import Modes
-  >>> from official_bert.tasks.runner import RunConfig
+  >>> from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
   >>> temporary = tempfile.TemporaryDirectory()
   >>> folder = temporary.name
   >>> with open(os.path.join(folder, "words.txt"), "w") as f:
@@ -310,8 +266,8 @@ class FeatureExtractionTask(base.Task):
   >>> task = FeatureExtractionTask(input_file=os.path.join(folder, "input.txt"),
   ...                              output_file=os.path.join(folder, "out", "features.jsonl"),
   ...                              layers="-1,0")
-  >>> _ = driver.run(task, RunConfig(output_dir=os.path.join(folder, "out"),
-  ...                                init_checkpoint=model), Modes(predict=True))
+  >>> _ = driver.run(task, ExperimentConfig(output_dir=os.path.join(folder, "out"),
+  ...                                       init_checkpoint=model), Modes(predict=True))
   >>> with open(os.path.join(folder, "out", "features.jsonl")) as f:
   ...   first = json.loads(f.readline())
   >>> [token["token"] for token in first["features"]]
@@ -325,40 +281,47 @@ class FeatureExtractionTask(base.Task):
 
   name = "feature extraction"
   supported_modes = ("predict",)
+  config_class = experiment.FeatureExtractionConfig
   # The encoder always comes from init_checkpoint: output_file's folder may hold anything.
   resumes = False
+  streams_predictions = True
 
-  def __init__(self, *, input_file, output_file, bert_config=None, vocab_file=None,
-               do_lower_case=True, max_seq_length=128, layers="-1,-2,-3,-4", pooling=None,
-               pooling_layer=-1, normalize=False):
-    super().__init__(bert_config=None, vocab_file=vocab_file, do_lower_case=do_lower_case,
-                     max_seq_length=max_seq_length)
+  def __init__(self, *, input_file, output_file, bert_config=None, bert_config_file=None,
+               vocab_file=None, do_lower_case=True, max_seq_length=128, layers="-1,-2,-3,-4",
+               pooling=None, pooling_layer=-1, normalize=False):
+    super().__init__(bert_config=bert_config, vocab_file=vocab_file,
+                     do_lower_case=do_lower_case, max_seq_length=max_seq_length)
     self.input_file = input_file
     self.output_file = os.fspath(output_file)
-    self.bert_config_source = bert_config
+    self.bert_config_file = bert_config_file
     self.layers = layers
     self.pooling = pooling
     self.pooling_layer = pooling_layer
     self.normalize = normalize
     self.examples = self.features = self.layer_indexes = None
-    self._initialized = False
 
-  def validate(self, modes, init_checkpoint=None):
-    """Checks the options, reads the config, the vocabulary and the whole input, and packs it,
-    before the encoder is built."""
+  def validate(self, modes, init_checkpoint=None, *, export_dir=None, **paths):
+    """Checks the options and `export_dir`, reads the config, the vocabulary and the whole
+    input, and packs it, before the encoder is built."""
     if self.pooling is not None and self.pooling not in POOLINGS:
       raise ValueError(f"pooling must be one of {POOLINGS} or None, got {self.pooling!r}")
     if not init_checkpoint:
       raise ValueError(_NEEDS_CHECKPOINT)
-    self.bert_config = read_config(init_checkpoint, self.bert_config_source)
+    if export_dir:
+      # Before the long part: a taken export_dir would otherwise fail only at the end.
+      archive.check_export_dir(export_dir, overwrite=False)
+    self.bert_config = read_config(init_checkpoint, self.bert_config or self.bert_config_file)
     self.vocab_file = self.vocab_file or _default_vocab(init_checkpoint)
     if self.vocab_file is None:
-      raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside {init_checkpoint}")
-    super().validate(modes, init_checkpoint)
+      raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside "
+                       f"{os.fspath(init_checkpoint)}")
+    super().validate(modes, init_checkpoint, **paths)
     self.layer_indexes = parse_layers([self.pooling_layer] if self.pooling else self.layers,
                                       self.bert_config.num_hidden_layers)
     dropped = utf8.DroppedBytes(self.input_file)
     self.examples = read_examples(self.input_file, dropped)
+    if any(example.text_b is not None for example in self.examples):
+      self.check_segments(2, f"The text pairs ('a ||| b') of {self.input_file}")
     self.features = convert_examples_to_features(self.examples, self.tokenizer,
                                                  self.max_seq_length)
     self.summary.append(f"{self.input_file}: {len(self.examples)} lines, "
@@ -373,27 +336,17 @@ class FeatureExtractionTask(base.Task):
   def loss(self, outputs, labels):
     raise NotImplementedError("Feature extraction does not train.")
 
-  def initialize(self, model, init_checkpoint):
-    restored = super().initialize(model, init_checkpoint)
-    self._initialized = True
-    return restored
-
   def untrained(self, output_dir):
-    """Raises unless the encoder was loaded from the init checkpoint: there is no fine-tuned
-    checkpoint to look for, and the features of a random encoder are meaningless."""
-    if not self._initialized:
-      raise ValueError(_NEEDS_CHECKPOINT)
+    """Nothing to warn of: the encoder came from `init_checkpoint`, which `validate` requires."""
 
   # === The outputs ===
 
-  def predict(self, runner):
-    """Encodes the input in batches of `predict_batch_size` and writes `output_file`."""
-    export_dir = runner.config.export_dir
-    if export_dir:
-      # Before the long part: a taken export_dir would otherwise fail only at the end.
-      archive.check_export_dir(export_dir, overwrite=False)
+  def write_predictions(self, split, model, batch_size, output_dir):
+    """Encodes the input in batches of `batch_size` (the run's `predict_batch_size`) and writes
+    `output_file` (not in `output_dir`: the tool passes its folder)."""
+    del split, output_dir
     start = time.perf_counter()
-    encoder, pooling, normalize, layer_indexes = (runner.model, self.pooling, self.normalize,
+    encoder, pooling, normalize, layer_indexes = (model, self.pooling, self.normalize,
                                                   self.layer_indexes)
     examples, features = self.examples, self.features
 
@@ -410,7 +363,7 @@ class FeatureExtractionTask(base.Task):
       tf.io.gfile.makedirs(folder)
     with file_io.atomic_write(self.output_file) as f:
       begin = 0
-      dataset = make_dataset(features, runner.config.predict_batch_size)
+      dataset = make_dataset(features, batch_size)
       for batch_number, inputs in enumerate(dataset, start=1):
         outputs = [output.numpy() for output in encode(inputs)]
         end = begin + len(outputs[0])
@@ -430,13 +383,14 @@ class FeatureExtractionTask(base.Task):
                  time.perf_counter() - start)
     return [self.output_file]
 
-  def save(self, runner):
+  def save(self, model, output_dir, export_dir=None):
     """Exports the encoder to `export_dir` (raw text or token ids in; `sequence_output`,
     `pooled_output` and `encoder_outputs` out, like TF Hub's BERT encoders; see
     `official_bert.export.export_encoder`); writes nothing in `output_dir`."""
-    if not runner.config.export_dir:
+    del output_dir
+    if not export_dir:
       return []
-    return [export.export_encoder(runner.model, runner.config.export_dir,
+    return [export.export_encoder(model, export_dir,
                                   vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
                                   max_seq_length=self.max_seq_length,
-                                  dtype=export.serving_dtype(runner.config.engine.dtype))]
+                                  dtype=export.trained_dtype(model))]

@@ -22,9 +22,9 @@ import tensorflow as tf
 
 from official_bert.common import file_io
 from official_bert.data import swag
+from official_bert.data.indexed_batches import in_memory_input_fn
 from official_bert.models import BertMultipleChoice
-from official_bert.tasks import base
-from official_bert.tasks import runner as runner_lib
+from official_bert.tasks import base, experiment
 
 TEST_RESULTS = "test_results.tsv"
 TEST_PREDICTIONS = "test_predictions.jsonl"
@@ -144,8 +144,8 @@ def _read(path, require_labels):
 
 
 def _input_fn(features, is_training, seed=None):
-  """An input function over packed features, for `Runner`."""
-  return runner_lib.in_memory_input_fn(
+  """An input function over packed features (`Task.build_inputs`)."""
+  return in_memory_input_fn(
       lambda batch_size: swag.make_dataset(features, batch_size, is_training=is_training,
                                            seed=seed))
 
@@ -165,26 +165,30 @@ class SwagTask(base.Task):
   Example:
 
     model = "uncased_L-12_H-768_A-12"
-    task = SwagTask(bert_config=BertConfig.from_json_file(f"{model}/bert_config.json"),
-                    vocab_file=f"{model}/vocab.txt", data_dir="swagaf/data")
-    driver.run(task, RunConfig(output_dir="/tmp/swag_output", learning_rate=2e-5,
-                               init_checkpoint=model),
-               Modes(train=True, eval=True))
+    config = ExperimentConfig(
+        task=SwagConfig(vocab_file=f"{model}/vocab.txt", data_dir="swagaf/data"),
+        trainer=TrainerConfig(learning_rate=2e-5),
+        model=BertConfig.from_json_file(f"{model}/bert_config.json"),
+        output_dir="/tmp/swag_output", init_checkpoint=model)
+    driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "SWAG"
+  config_class = experiment.SwagConfig
 
   def __init__(self, *, data_dir=None, train_file=None, eval_file=None, predict_file=None,
                **kwargs):
     super().__init__(**kwargs)
     self.data_dir = data_dir
+    self.train_file, self.eval_file, self.predict_file = train_file, eval_file, predict_file
     self.paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
     self.features = {}
     self.num_choices = None
 
-  def validate(self, modes, init_checkpoint=None):
+  def validate(self, modes, init_checkpoint=None, **paths):
     """Reads and packs every split the run needs; checks labels and the number of endings."""
-    super().validate(modes, init_checkpoint)
+    super().validate(modes, init_checkpoint, **paths)
+    self.check_segments(2, "The (context, ending) pairs of multiple choice")
     files = {split: _split_file(split, self.data_dir, self.paths[split])
              for split in modes.names()}
     for split, path in files.items():
@@ -213,19 +217,15 @@ class SwagTask(base.Task):
   def num_train_examples(self):
     return len(self.features["train"])
 
-  def train_input_fn(self, runner):
-    return _input_fn(self.features["train"], is_training=True, seed=runner.config.engine.seed)
+  def build_inputs(self, split, output_dir, seed=None):
+    del output_dir  # the features are held in memory
+    is_training = split == "train"
+    return _input_fn(self.features[split], is_training, seed=seed if is_training else None)
 
-  def evaluate(self, runner):
-    features = self.features["eval"]
-    logits = runner.predict(_input_fn(features, is_training=False),
-                            batch_size=runner.config.eval_batch_size)["logits"]
-    return runner.eval_results(score_predictions(logits, features.labels))
-
-  def predict(self, runner):
-    features = self.features["predict"]
-    logits = runner.predict(_input_fn(features, is_training=False))["logits"]
-    if not runner.is_chief:
-      return []
-    return write_predictions(runner.config.output_dir, features, logits)
-
+  def postprocess(self, split, outputs, output_dir):
+    """Scores the evaluation file, or writes the predicted one's `test_results.tsv` and
+    `test_predictions.jsonl`."""
+    features = self.features[split]
+    if split == "eval":
+      return score_predictions(outputs["logits"], features.labels), []
+    return None, write_predictions(output_dir, features, outputs["logits"])

@@ -7,13 +7,15 @@ run's model. Two runs in one folder at once overwrite each other's checkpoints. 
 
 * locks the folder for the length of a run (`OutputDirLock`: `run.lock` names the holder's host
   and process); a second run stops at once naming the holder, and a lock left by a dead process
-  of the same host is taken over with a warning. Under multi-worker training only the chief
+  of the same host is taken over with a warning (an empty or damaged lock names no holder, so it is
+  never taken over: the message says to delete it). Under multi-worker training only the chief
   locks: the other workers write nothing of their own there;
 * records what the folder is for (`run_fingerprint.json`, written when a training run starts):
   the model part (task kind, config, casing, sequence length, labels) and the training part (task,
   training data files by size and content hash, schedule, init checkpoint). A later training run
   must match both, a run that only evaluates or predicts the model part; otherwise it stops with
-  the differences listed. `overwrite_output_dir` clears the folder and starts afresh; deleting
+  the differences listed. `overwrite_output_dir` deletes what the package wrote there (never
+  the user's other files, nor a folder holding the run's input) and starts afresh; deleting
   `run_fingerprint.json` accepts the new settings and continues from the checkpoint.
 
 Example:
@@ -27,6 +29,7 @@ Example:
 """
 
 import datetime
+import fnmatch
 import hashlib
 import json
 import os
@@ -37,7 +40,7 @@ import uuid
 from absl import logging
 import tensorflow as tf
 
-from official_bert.common import file_io
+from official_bert.common import file_io, paths
 from official_bert.common.errors import UserError
 
 FINGERPRINT_NAME = "run_fingerprint.json"
@@ -47,6 +50,17 @@ LOCK_NAME = "run.lock"
 HASH_LIMIT_BYTES = 64 << 20
 # Marks of a folder that a run wrote into: only such a folder is cleared by overwrite_output_dir.
 _RUN_MARKS = (FINGERPRINT_NAME, "checkpoint", "model.json")
+# What the package writes into an output folder (checkpoints, summaries, the model folder, cached
+# features, results, predictions, GLUE submissions by task name, temporaries): all that
+# overwrite_output_dir deletes. Anything else there is the user's and stays.
+_WRITTEN = ("checkpoint", "ckpt-*", ".worker-*", FINGERPRINT_NAME, "experiment_config.json",
+            "model.json", "model.weights.h5", "bert_config.json", "vocab.txt", "labels.txt",
+            "train", "eval",
+            "eval_results*.txt", "*.tf_record", "test_results*.tsv", "test_predictions.*",
+            "eval_predictions.txt", "predictions.json", "nbest_predictions.json",
+            "null_odds.json", "bert_model.ckpt*", "*.tmp-*",
+            *(f"{task}.tsv" for task in ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "MNLI-m",
+                                          "MNLI-mm", "QNLI", "RTE", "WNLI", "AX", "XNLI")))
 # A rename that checks for the target first is not atomic on every file system; the loser of
 # such a race sees the winner's lock once both renames are done.
 _SETTLE_SECONDS = 0.2
@@ -77,6 +91,8 @@ def _process_is_gone(holder):
 
 
 def _describe(holder):
+  if not holder.get("pid") or not holder.get("host"):
+    return "its run.lock is empty or damaged, so the holder is unknown"
   return (f"process {holder.get('pid')} on {holder.get('host')}, started "
           f"{holder.get('started', 'at an unknown time')}")
 
@@ -100,11 +116,15 @@ class OutputDirLock:
                    "token": uuid.uuid4().hex}
 
   def _read(self):
+    """The holder, `{}` for an empty or damaged lock, None for none."""
     try:
       with tf.io.gfile.GFile(self.path) as f:
-        return json.loads(f.read())
-    except (tf.errors.NotFoundError, json.JSONDecodeError):
+        holder = json.loads(f.read())
+    except tf.errors.NotFoundError:
       return None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+      return {}
+    return holder if isinstance(holder, dict) else {}
 
   def _in_use(self, holder):
     return OutputDirInUseError(
@@ -233,10 +253,16 @@ def _read_fingerprint(path):
   with tf.io.gfile.GFile(path) as f:
     text = f.read()
   try:
-    return json.loads(text)
+    recorded = json.loads(text)
   except json.JSONDecodeError as error:
     raise UserError(f"{path} is damaged ({error.msg} at line {error.lineno}): delete it to "
                     "record this run's settings, or pass overwrite_output_dir.") from None
+  if not isinstance(recorded, dict) or not all(
+      isinstance(recorded.get(section, {}), dict) for section in ("model", "training")):
+    raise UserError(f"{path} is damaged (not a JSON object with \"model\" and \"training\" "
+                    f"objects, but {type(recorded).__name__} {text.strip()[:40]!r}): delete it to "
+                    "record this run's settings, or pass overwrite_output_dir.")
+  return recorded
 
 
 def check_fingerprint(output_dir, fingerprint, *, train, write=True):
@@ -275,7 +301,7 @@ def check_fingerprint(output_dir, fingerprint, *, train, write=True):
 
 
 def _inside(path, folder):
-  path = os.path.normpath(os.fspath(path))
+  path, folder = paths.normalize(path), paths.normalize(folder)
   return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -284,7 +310,8 @@ def clear(output_dir, inputs=()):
 
   Only a folder that a run wrote into (it holds a fingerprint, a checkpoint or a model folder) is
   cleared; another folder is left as it is (it has no checkpoint to resume, so the run starts
-  afresh anyway).
+  afresh anyway). Only what the package writes there is deleted (`_WRITTEN`); the user's other
+  files stay, and a folder that holds one of the run's inputs is not touched.
 
   Args:
     output_dir: the run's output folder.
@@ -294,7 +321,7 @@ def clear(output_dir, inputs=()):
   Raises:
     UserError: an input lies inside `output_dir`.
   """
-  output_dir = os.path.normpath(os.fspath(output_dir))
+  output_dir = os.fspath(output_dir)
   if not tf.io.gfile.isdir(output_dir):
     return
   names = tf.io.gfile.listdir(output_dir)
@@ -304,10 +331,13 @@ def clear(output_dir, inputs=()):
   if held:
     raise UserError(f"Will not clear {output_dir} (overwrite_output_dir): it holds this run's "
                     f"input {', '.join(held)}. Move the input, or choose another output_dir.")
-  removed = 0
+  removed, kept = 0, []
   for name in names:
     name = name.rstrip("/")
     if name == LOCK_NAME:
+      continue
+    if not any(fnmatch.fnmatchcase(name, pattern) for pattern in _WRITTEN):
+      kept.append(name)
       continue
     path = os.path.join(output_dir, name)
     if tf.io.gfile.isdir(path):
@@ -315,5 +345,7 @@ def clear(output_dir, inputs=()):
     else:
       tf.io.gfile.remove(path)
     removed += 1
-  logging.warning("overwrite_output_dir: deleted the %d entries of %s left by earlier runs.",
-                  removed, output_dir)
+  logging.warning("overwrite_output_dir: deleted the %d entries of %s left by earlier runs%s.",
+                  removed, output_dir,
+                  f"; kept {', '.join(sorted(kept))}, which this package does not write" if kept
+                  else "")

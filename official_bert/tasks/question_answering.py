@@ -6,7 +6,7 @@ has no evaluation mode: prediction scores the predict file when it holds answers
 * training: the questions of `train_file` are shuffled with the fixed seed 12345, cut into
   windowed features (`official_bert.data.squad`) and streamed into `output_dir/train.tf_record`;
   the step count comes from the number of questions, as in the original, and a
-  `BertSpanLabeler` is fine-tuned with the shared `runner.Runner`. The loss is the
+  `BertSpanLabeler` is fine-tuned by the driver. The loss is the
   original's: the mean of the start and end softmax cross-entropies over the positions;
 * prediction: the features of `predict_file` go to `output_dir/eval.tf_record`, the model gives
   start and end logits per feature (keyed by `unique_id`), and `write_predictions` turns them into
@@ -32,7 +32,7 @@ import tensorflow as tf
 from official_bert.data import squad
 from official_bert.evaluation import squad_evaluate, squad_postprocessing
 from official_bert.models import BertSpanLabeler
-from official_bert.tasks import base
+from official_bert.tasks import base, experiment
 
 TRAIN_RECORDS = "train.tf_record"
 PREDICT_RECORDS = "eval.tf_record"
@@ -86,7 +86,7 @@ def span_metrics(outputs, labels):
 
 
 def _input_fn(path, max_seq_length, is_training):
-  """An input function over SQuAD TFRecords for `Runner`; prediction keeps the ids."""
+  """An input function over SQuAD TFRecords (`Task.build_inputs`); prediction keeps the ids."""
 
   def input_fn(batch_size, input_context):
     dataset = squad.create_squad_dataset(path, max_seq_length, batch_size, is_training,
@@ -147,16 +147,18 @@ class SquadTask(base.Task):
   Example:
 
     base_dir = "uncased_L-12_H-768_A-12"
-    task = SquadTask(bert_config=BertConfig.from_json_file(f"{base_dir}/bert_config.json"),
-                     vocab_file=f"{base_dir}/vocab.txt",
-                     train_file="train-v1.1.json", predict_file="dev-v1.1.json")
-    driver.run(task, RunConfig(output_dir="/tmp/squad_base", train_batch_size=12,
-                               learning_rate=3e-5, num_train_epochs=2.0,
-                               init_checkpoint=f"{base_dir}/bert_model.ckpt"),
-               Modes(train=True, predict=True))
+    config = ExperimentConfig(
+        task=SquadConfig(vocab_file=f"{base_dir}/vocab.txt", train_file="train-v1.1.json",
+                         predict_file="dev-v1.1.json"),
+        trainer=TrainerConfig(train_batch_size=12, learning_rate=3e-5, num_train_epochs=2.0),
+        model=BertConfig.from_json_file(f"{base_dir}/bert_config.json"),
+        output_dir="/tmp/squad_base", init_checkpoint=f"{base_dir}/bert_model.ckpt")
+    driver.run_experiment(config, Modes(train=True, predict=True))
   """
 
   supported_modes = ("train", "predict")
+  config_class = experiment.SquadConfig
+  output_features = ("unique_ids",)
 
   def __init__(self, *, max_seq_length=384, train_file=None, predict_file=None, doc_stride=128,
                max_query_length=64, n_best_size=20, max_answer_length=30,
@@ -175,12 +177,13 @@ class SquadTask(base.Task):
     self.bad_answer_policy = bad_answer_policy
     self.name = f"SQuAD {'v2.0' if version_2_with_negative else 'v1.1'}"
 
-  def validate(self, modes, init_checkpoint=None):
-    super().validate(modes, init_checkpoint)
+  def validate(self, modes, init_checkpoint=None, **paths):
+    super().validate(modes, init_checkpoint, **paths)
     if modes.train and not self.train_file:
       raise ValueError("If do_train is True, then train_file must be specified.")
     if modes.predict and not self.predict_file:
       raise ValueError("If do_predict is True, then predict_file must be specified.")
+    self.check_segments(2, "SQuAD's (question, context) pairs")
     if self.max_seq_length <= self.max_query_length + 3:
       raise ValueError(f"The max_seq_length ({self.max_seq_length}) must be greater than "
                        f"max_query_length ({self.max_query_length}) + 3.")
@@ -219,26 +222,32 @@ class SquadTask(base.Task):
     """The questions, not the windows, as in the original."""
     return len(self.train_examples)
 
-  def train_input_fn(self, runner):
-    records = os.path.join(runner.config.output_dir, TRAIN_RECORDS)
-    num_features = squad.write_features(self._windows(self.train_examples, is_training=True),
-                                        records, is_training=True)
-    self.summary.append(f"train: {len(self.train_examples)} questions ({len(self.skipped)} "
-                        f"skipped, answer not at answer_start) in {num_features} windows")
-    return _input_fn(records, self.max_seq_length, is_training=True)
-
-  def predict(self, runner):
-    """Writes `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for v2.0) and,
-    when `predict_file` holds answers, scores `predictions.json` into `eval_results.txt`."""
-    output_dir, examples = runner.config.output_dir, self.predict_examples
-    features = list(self._windows(examples, is_training=False))
-    self.summary.append(f"predict: {len(examples)} questions in {len(features)} windows")
+  def build_inputs(self, split, output_dir, seed=None):
+    """Writes the split's windows to `train.tf_record` (training) or `eval.tf_record`
+    (prediction, as the original) in `output_dir` and reads them. The training questions were
+    shuffled with the original's fixed seed; the records are read in order."""
+    del seed
+    if split == "train":
+      records = os.path.join(output_dir, TRAIN_RECORDS)
+      num_features = squad.write_features(self._windows(self.train_examples, is_training=True),
+                                          records, is_training=True)
+      self.summary.append(f"train: {len(self.train_examples)} questions ({len(self.skipped)} "
+                          f"skipped, answer not at answer_start) in {num_features} windows")
+      return _input_fn(records, self.max_seq_length, is_training=True)
+    examples = self.predict_examples
+    self.predict_features = list(self._windows(examples, is_training=False))
+    self.summary.append(f"predict: {len(examples)} questions in {len(self.predict_features)} "
+                        "windows")
     if self.verbose_logging:
-      _log_features(features, examples)
+      _log_features(self.predict_features, examples)
     records = os.path.join(output_dir, PREDICT_RECORDS)
-    squad.write_features(features, records, is_training=False)
-    outputs = runner.predict(_input_fn(records, self.max_seq_length, is_training=False),
-                             keep=("unique_ids",))
+    squad.write_features(self.predict_features, records, is_training=False)
+    return _input_fn(records, self.max_seq_length, is_training=False)
+
+  def postprocess(self, split, outputs, output_dir):
+    """Writes `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for v2.0) and,
+    when `predict_file` holds answers, scores `predictions.json` (the official evaluation)."""
+    examples, features = self.predict_examples, self.predict_features
     results = [squad_postprocessing.RawResult(int(unique_id), start, end) for unique_id, start, end
                in zip(outputs["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
     paths = [os.path.join(output_dir, name) for name in (PREDICTIONS, NBEST_PREDICTIONS, NULL_ODDS)]
@@ -253,20 +262,16 @@ class SquadTask(base.Task):
     written = paths if self.version_2_with_negative else paths[:2]
     if not self.scored:
       logging.info("%s has no answers to score predictions against.", self.predict_file)
-      return written
+      return None, written
     if self.version_2_with_negative:
-      metrics = squad_evaluate.evaluate_files(self.predict_file, paths[0], na_prob_file=paths[2],
-                                              na_prob_thresh=self.null_score_diff_threshold)
-    else:
-      metrics = squad_evaluate.evaluate_files(self.predict_file, paths[0])
-    return written + [runner.write_eval_results(runner.eval_results(metrics, prefix=None))]
+      return squad_evaluate.evaluate_files(self.predict_file, paths[0], na_prob_file=paths[2],
+                                           na_prob_thresh=self.null_score_diff_threshold), written
+    return squad_evaluate.evaluate_files(self.predict_file, paths[0]), written
 
   def fingerprint(self):
     fingerprint = super().fingerprint()
     # The longest answer is a choice of each prediction run, not a property of the model.
     fingerprint["model"]["extra"].pop("max_answer_length")
-    fingerprint["training"].update(doc_stride=self.doc_stride,
-                                   version_2_with_negative=self.version_2_with_negative)
     return fingerprint
 
   def model_folder_fields(self):

@@ -27,10 +27,10 @@ import tensorflow as tf
 
 from official_bert.common import file_io
 from official_bert.data import conll
+from official_bert.data.indexed_batches import in_memory_input_fn
 from official_bert.evaluation import ner_metrics
 from official_bert.models import BertTokenClassifier
-from official_bert.tasks import base
-from official_bert.tasks import runner as runner_lib
+from official_bert.tasks import base, experiment
 
 LABELS_FILE = "labels.txt"
 EVAL_PREDICTIONS = "eval_predictions.txt"
@@ -149,8 +149,8 @@ def _train_file_if_any(data_dir, train_file):
 
 
 def _input_fn(features, is_training, seed=None):
-  """An input function over token-classification features, for `Runner`."""
-  return runner_lib.in_memory_input_fn(
+  """An input function over token-classification features (`Task.build_inputs`)."""
+  return in_memory_input_fn(
       lambda batch_size: conll.make_dataset(features, batch_size, is_training=is_training,
                                             seed=seed).map(
           lambda inputs, label_ids, label_mask: (inputs, label_ids)))
@@ -181,47 +181,48 @@ class NerTask(base.Task):
     bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`;
       `max_seq_length` counts WordPieces per feature, `[CLS]` and `[SEP]` included; longer
       sentences are split between words.
-    output_dir: the run's output folder (`RunConfig.output_dir`): its `labels.txt`, written by
-      a training run, gives the labels of a run that does not train, and must match the
-      training file's when training resumes; None to take the labels from the training file
-      only.
     data_dir: a folder with `train.txt`, `dev.txt` or `valid.txt`, `test.txt` (or `.conll`).
     train_file: the training file, instead of `data_dir`'s; its tags are the labels.
     eval_file: the tagged evaluation file.
     predict_file: the file to tag (a tag column is optional).
 
+  The `labels.txt` of the run's output folder, written by a training run, gives the labels of
+  a run that does not train, and must match the training file's when training resumes.
+
   Example:
 
     model = "cased_L-12_H-768_A-12"
-    task = NerTask(bert_config=BertConfig.from_json_file(f"{model}/bert_config.json"),
-                   vocab_file=f"{model}/vocab.txt", do_lower_case=False,
-                   output_dir="/tmp/ner_output", data_dir="conll2003")
-    driver.run(task, RunConfig(output_dir="/tmp/ner_output", learning_rate=5e-5,
-                               init_checkpoint=model),
-               Modes(train=True, eval=True))
+    config = ExperimentConfig(
+        task=NerConfig(vocab_file=f"{model}/vocab.txt", do_lower_case=False,
+                       data_dir="conll2003"),
+        model=BertConfig.from_json_file(f"{model}/bert_config.json"),
+        output_dir="/tmp/ner_output", init_checkpoint=model)
+    driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "NER"
+  config_class = experiment.NerConfig
 
-  def __init__(self, *, output_dir=None, data_dir=None, train_file=None, eval_file=None,
-               predict_file=None, **kwargs):
+  def __init__(self, *, data_dir=None, train_file=None, eval_file=None, predict_file=None,
+               **kwargs):
     super().__init__(**kwargs)
-    self.output_dir = output_dir
     self.data_dir = data_dir
+    self.train_file, self.eval_file, self.predict_file = train_file, eval_file, predict_file
     self.paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
     self.files, self.sentences, self.features = {}, {}, {}
     self.labels = None
 
-  def validate(self, modes, init_checkpoint=None):
-    """Reads every split the run needs and the labels; checks every tag against the labels."""
-    super().validate(modes, init_checkpoint)
+  def validate(self, modes, init_checkpoint=None, *, output_dir=None, **paths):
+    """Reads every split the run needs and the labels (those of `output_dir`'s `labels.txt`
+    when there is one); checks every tag against the labels."""
+    super().validate(modes, init_checkpoint, **paths)
     self.files = {split: _split_file(split, self.data_dir, self.paths[split])
                   for split in modes.names()}
     self.sentences = {split: conll.read_conll_file(path) for split, path in self.files.items()}
     self.train_files = [self.files["train"]] if "train" in self.files else []
     if modes.eval and self.sentences["eval"][0].tags is None:
       raise ValueError(f"{self.files['eval']} has no tag column; evaluation needs gold tags.")
-    self.labels = _labels(self.output_dir, self.sentences.get("train"),
+    self.labels = _labels(output_dir, self.sentences.get("train"),
                           self.files.get("train") or _train_file_if_any(self.data_dir,
                                                                         self.paths["train"]))
     for sentences in self.sentences.values():
@@ -246,39 +247,29 @@ class NerTask(base.Task):
   def num_train_examples(self):
     return len(self.features["train"])
 
-  def train_input_fn(self, runner):
-    """Writes `labels.txt` into the output folder (on the chief); the training input."""
-    if runner.is_chief:
-      write_labels(os.path.join(runner.config.output_dir, LABELS_FILE), self.labels)
-    return _input_fn(self.features["train"], is_training=True, seed=runner.config.engine.seed)
+  def build_inputs(self, split, output_dir, seed=None):
+    """The split's features; training writes `labels.txt` into `output_dir` first."""
+    if split == "train":
+      write_labels(os.path.join(output_dir, LABELS_FILE), self.labels)
+    return _input_fn(self.features[split], is_training=split == "train",
+                     seed=seed if split == "train" else None)
 
-  def _predict_tags(self, runner, split, batch_size=None):
-    """Runs the model over a split; returns `(logits, tags per sentence)`."""
-    features = self.features[split]
-    logits = runner.predict(_input_fn(features, is_training=False),
-                            batch_size=batch_size)["logits"]
-    return logits, conll.predictions_to_tags(features, logits, self.sentences[split],
-                                             self.labels)
-
-  def evaluate(self, runner):
-    """Scores the evaluation file; writes `eval_predictions.txt` (on the chief)."""
-    logits, tags = self._predict_tags(runner, "eval", batch_size=runner.config.eval_batch_size)
-    sentences = self.sentences["eval"]
-    metrics, report = score_predictions(sentences, tags, self.features["eval"], logits)
-    logging.info("Entity-level scores on %s:\n%s", self.files["eval"], report.format())
-    if runner.is_chief:
-      path = os.path.join(runner.config.output_dir, EVAL_PREDICTIONS)
+  def postprocess(self, split, outputs, output_dir):
+    """Scores the evaluation file into `eval_predictions.txt`, or tags the predicted file into
+    `test_predictions.txt`."""
+    features, sentences = self.features[split], self.sentences[split]
+    logits = outputs["logits"]
+    tags = conll.predictions_to_tags(features, logits, sentences, self.labels)
+    if split == "predict":
+      path = os.path.join(output_dir, TEST_PREDICTIONS)
       conll.write_predictions(path, sentences, tags)
-      self.summary.append(f"eval predictions in {path}")
-    return runner.eval_results(metrics)
-
-  def predict(self, runner):
-    _, tags = self._predict_tags(runner, "predict")
-    if not runner.is_chief:
-      return []
-    path = os.path.join(runner.config.output_dir, TEST_PREDICTIONS)
-    conll.write_predictions(path, self.sentences["predict"], tags)
-    return [path]
+      return None, [path]
+    metrics, report = score_predictions(sentences, tags, features, logits)
+    logging.info("Entity-level scores on %s:\n%s", self.files["eval"], report.format())
+    path = os.path.join(output_dir, EVAL_PREDICTIONS)
+    conll.write_predictions(path, sentences, tags)
+    self.summary.append(f"eval predictions in {path}")
+    return metrics, []
 
   def model_folder_fields(self):
     return {"labels": self.labels}

@@ -4,7 +4,7 @@
 rhythm, checkpoints, optimizer family. `create_optimizer` (optimization.py) builds BERT's AdamW or
 LAMB with the warmup + linear decay schedule. `Trainer` (trainer.py) trains, evaluates and
 predicts. The engine knows nothing of BERT: the pre-training task
-(`official_bert.pretraining.task`) and the fine-tuning tasks (`official_bert.tasks`) are built on
+(`official_bert.tasks.pretraining`) and the fine-tuning tasks (`official_bert.tasks`) are built on
 it. A script goes from a model, a loss and datasets to results like this:
 
     strategy = engine.setup()                     # an EngineConfig: strategy, precision, seeds

@@ -5,7 +5,8 @@
 folder, pre-training heads included where it has them) unless `output_dir` already holds a
 checkpoint to resume, trains, evaluates into `eval_results.txt` (the original `key = value` lines)
 and exports `output_dir/pretrained/`, the folder that the fine-tuning scripts take as
-`--init_checkpoint`.
+`--init_checkpoint`. The records come from `official_bert.pretraining` (`create_pretraining_data`
+writes them, `pretraining_dataset` reads them).
 """
 
 import os
@@ -13,14 +14,14 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from official_bert.checkpoints import export_pretrained_dir, restore_pretrainer_weights
+from official_bert.checkpoints import export_pretrained_dir
 from official_bert.common import file_io
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.models.losses import pretraining_losses, sparse_softmax_cross_entropy
 from official_bert.ops.stock import label_logits
 from official_bert.pretraining.dynamic_masking import DynamicMasking
 from official_bert.pretraining.reader import pretraining_dataset
-from official_bert.tasks import base
+from official_bert.tasks import base, experiment
 
 EXPORT_DIR = "pretrained"
 
@@ -64,18 +65,17 @@ def pretraining_metrics(outputs, labels):
 class PretrainingTask(base.Task):
   """Masked LM + next-sentence pre-training on `create_pretraining_data.py` records.
 
-  The step count is the task's own (`num_train_steps`, `num_warmup_steps`, as the original's
-  flags), not epochs; evaluation averages the original metrics over at most `max_eval_steps`
-  batches of `input_file` and runs under every strategy, multi-worker included.
+  The step count is the trainer's own (`TrainerConfig.num_train_steps` and `num_warmup_steps`,
+  as the original's flags), not epochs; evaluation averages the original metrics over at most
+  `max_eval_steps` batches of `input_file` and runs under every strategy, multi-worker included.
 
   Args:
     bert_config: the model's `BertConfig`.
     input_file: comma-separated TFRecord files or globs from `create_pretraining_data.py`.
     vocab_file: the vocabulary; needed for `dynamic_masking` and copied into the export.
+    do_lower_case: None: pre-training reads records, not text.
     max_seq_length: sequence length of the records.
     max_predictions_per_seq: masked positions per record.
-    num_train_steps: training steps; the learning rate reaches zero there.
-    num_warmup_steps: steps of linear warmup.
     max_eval_steps: evaluation batches at most.
     dynamic_masking: draw new masks for every batch instead of the stored ones.
     masked_lm_prob: fraction of tokens masked by dynamic masking.
@@ -84,25 +84,26 @@ class PretrainingTask(base.Task):
 
   Example:
 
-    task = PretrainingTask(bert_config=BertConfig.from_json_file("bert_config.json"),
-                           input_file="/tmp/tf_examples.tfrecord", num_train_steps=20,
-                           num_warmup_steps=10)
-    driver.run(task, RunConfig(output_dir="/tmp/out"), Modes(train=True, eval=True))
+    config = ExperimentConfig(
+        task=PretrainingConfig(input_file="/tmp/tf_examples.tfrecord"),
+        trainer=TrainerConfig(num_train_steps=20, num_warmup_steps=10),
+        model=BertConfig.from_json_file("bert_config.json"), output_dir="/tmp/out")
+    driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "pre-training"
   supported_modes = ("train", "eval")
+  config_class = experiment.PretrainingConfig
+  averages_eval = True
 
-  def __init__(self, *, bert_config, input_file, vocab_file=None, max_seq_length=128,
-               max_predictions_per_seq=20, num_train_steps=100000, num_warmup_steps=10000,
-               max_eval_steps=100, dynamic_masking=False, masked_lm_prob=0.15,
-               do_whole_word_mask=False, export_tf1=False):
-    super().__init__(bert_config=bert_config, vocab_file=vocab_file, do_lower_case=None,
+  def __init__(self, *, bert_config, input_file, vocab_file=None, do_lower_case=None,
+               max_seq_length=128, max_predictions_per_seq=20, max_eval_steps=100,
+               dynamic_masking=False, masked_lm_prob=0.15, do_whole_word_mask=False,
+               export_tf1=False):
+    super().__init__(bert_config=bert_config, vocab_file=vocab_file, do_lower_case=do_lower_case,
                      max_seq_length=max_seq_length)
     self.input_file = input_file
     self.max_predictions_per_seq = max_predictions_per_seq
-    self.num_train_steps = num_train_steps
-    self.num_warmup_steps = num_warmup_steps
     self.max_eval_steps = max_eval_steps
     self.dynamic_masking = dynamic_masking
     self.masked_lm_prob = masked_lm_prob
@@ -110,8 +111,8 @@ class PretrainingTask(base.Task):
     self.export_tf1 = export_tf1
     self.masking = None
 
-  def validate(self, modes, init_checkpoint=None):
-    super().validate(modes, init_checkpoint)
+  def validate(self, modes, init_checkpoint=None, **paths):
+    super().validate(modes, init_checkpoint, **paths)
     files = file_io.expand_globs(self.input_file, what="pre-training data")
     self.summary.append(f"{len(files)} input file(s)")
     self.train_files = files if modes.train else []
@@ -135,45 +136,25 @@ class PretrainingTask(base.Task):
   def metrics(self, outputs, labels):
     return pretraining_metrics(outputs, labels)
 
-  def initialize(self, model, init_checkpoint):
-    heads = restore_pretrainer_weights(model, init_checkpoint)
-    logging.info("Initialised the encoder%s from %s.",
-                 " and the pre-training heads" if heads else "", init_checkpoint)
-    return heads
-
   def untrained(self, output_dir):
     logging.warning("%s holds no checkpoint: evaluating the initial weights.", output_dir)
 
-  def fingerprint(self):
-    fingerprint = super().fingerprint()
-    fingerprint["model"]["max_predictions_per_seq"] = self.max_predictions_per_seq
-    # Not the step counts: the same command with a larger num_train_steps trains further, as
-    # with the original.
-    fingerprint["training"].update(
-        dynamic_masking=self.dynamic_masking,
-        masked_lm_prob=self.masked_lm_prob if self.dynamic_masking else None,
-        do_whole_word_mask=self.do_whole_word_mask if self.dynamic_masking else None)
-    return fingerprint
+  def eval_splits(self):
+    return [("eval", None)]
 
-  def training_steps(self, config):
-    return self.num_train_steps, self.num_warmup_steps
-
-  def _input_fn(self, is_training, seed=None):
+  def build_inputs(self, split, output_dir, seed=None):
+    """Batches of `input_file`'s records, for training (`"train"`) or evaluation."""
+    del output_dir
+    is_training = split == "train"
     return lambda batch_size, input_context: pretraining_dataset(
         self.input_file, self.max_seq_length, self.max_predictions_per_seq, batch_size,
-        is_training, input_context=input_context, dynamic_masking=self.masking, seed=seed)
+        is_training, input_context=input_context, dynamic_masking=self.masking, seed=seed,
+        vocab_size=self.bert_config.vocab_size,
+        type_vocab_size=self.bert_config.type_vocab_size)
 
-  def train_input_fn(self, runner):
-    return self._input_fn(is_training=True, seed=runner.config.engine.seed)
-
-  def evaluate(self, runner):
-    return runner.evaluate(self._input_fn(is_training=False, seed=runner.config.engine.seed),
-                           prefix=None, max_steps=self.max_eval_steps)
-
-  def save(self, runner):
+  def save(self, model, output_dir, export_dir=None):
     """Exports `output_dir/pretrained/`, the folder fine-tuning takes as `--init_checkpoint`."""
-    path = os.path.join(runner.config.output_dir, EXPORT_DIR)
-    if runner.is_chief:
-      export_pretrained_dir(runner.model, self.bert_config, path, self.vocab_file,
-                            tf1=self.export_tf1)
+    del export_dir
+    path = os.path.join(output_dir, EXPORT_DIR)
+    export_pretrained_dir(model, self.bert_config, path, self.vocab_file, tf1=self.export_tf1)
     return [path]

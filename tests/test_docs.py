@@ -1,0 +1,137 @@
+"""The documentation's Python blocks run as written, so the docs cannot drift from the code.
+
+Every ```python block of README.md, CONTRIBUTING.md and docs/*.md runs on its own, in a fresh
+temporary folder, its working directory. The folder holds what a user of a released checkpoint has
+at hand, in miniature: `vocab.txt`, `bert_config.json` (a 2-layer model), `bert_model.ckpt` (its
+original TF1 checkpoint, MLM and NSP heads included) and `sample_text.txt` (a pre-training corpus).
+A `print(...)` whose last line ends in a comment promises that output: the comment is compared
+with the line it prints, as a doctest would (`...` matches anything). Shell, JSON and listing
+blocks are not run.
+"""
+
+import ast
+import doctest
+import io
+import pathlib
+import re
+import shutil
+import tokenize
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+_FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+# Blocks that train or export run end to end: a few seconds to half a minute each.
+_SLOW_CALLS = ("driver.run(", "export_model_dir(")
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+_WORDS = """the a an of and to is was it film movie good bad great moving gripping two hours i will
+not get back cat sat on mat sitting who what where when did wrote write play plays book books
+shakespeare hamlet river flows through city paris london story stories read reads""".split()
+_SAMPLE_TEXT = """The cat sat on the mat.
+It was a good film.
+The river flows through the city.
+
+Who wrote the play?
+Shakespeare wrote Hamlet.
+It is a great story.
+
+I read two books.
+The books were not bad.
+"""
+
+
+def python_blocks():
+  """`(page, line, source)` of every ```python block of the pages, in order."""
+  blocks = []
+  for page in PAGES:
+    if not page.exists():
+      continue
+    text = page.read_text()
+    for match in _FENCE.finditer(text):
+      if match.group(1) == "python":
+        line = text.count("\n", 0, match.start()) + 2
+        blocks.append((page, line, match.group(2)))
+  return blocks
+
+
+BLOCKS = python_blocks()
+
+
+def promised_outputs(source):
+  """For each top-level `print(...)` of a block, in order: the output its trailing comment
+  promises, or None when its last line has no comment."""
+  comments = {token.start[0]: token.string[1:].strip()
+              for token in tokenize.generate_tokens(io.StringIO(source).readline)
+              if token.type == tokenize.COMMENT}
+  return [comments.get(node.end_lineno) for node in ast.parse(source).body
+          if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+          and getattr(node.value.func, "id", None) == "print"]
+
+
+def test_promised_outputs_are_read_from_the_comments():
+  source = 'print(1)  # 1\nx = 2  # not a print\nprint(x,\n      x)  # 2 2\nprint(3)\n'
+  assert promised_outputs(source) == ["1", "2 2", None]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+  """A folder with a tiny released checkpoint's files and a pre-training corpus."""
+  from official_bert import BertConfig, BertPretrainer
+  from official_bert.checkpoints import save_tf1_checkpoint
+
+  folder = tmp_path_factory.mktemp("doc_inputs")
+  tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "?", "!", *_WORDS,
+            *(f"##{suffix}" for suffix in ("s", "ed", "ing", "ly"))]
+  (folder / "vocab.txt").write_text("\n".join(tokens) + "\n")
+  config = BertConfig(vocab_size=len(tokens), hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+  config.to_json_file(str(folder / "bert_config.json"))
+  save_tf1_checkpoint(BertPretrainer(config), str(folder / "bert_model.ckpt"))
+  (folder / "sample_text.txt").write_text(_SAMPLE_TEXT)
+  return folder
+
+
+def test_the_pages_have_python_blocks():
+  pages = {page.name for page, _, _ in BLOCKS}
+  assert "README.md" in pages, "the README's quick start should be a runnable python block"
+  assert len(BLOCKS) >= 4, [f"{page.name}:{line}" for page, line, _ in BLOCKS]
+
+
+def test_readme_keeps_the_two_commands():
+  # .ci/run calls `python3 dev.py test`, the README's test command; a fresh clone starts here.
+  readme = (ROOT / "README.md").read_text()
+  assert "python3 dev.py demo" in readme
+  assert "python3 dev.py test" in readme
+  assert "python3 dev.py test" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_relative_links_resolve(page):
+  if not page.exists():
+    pytest.fail(f"{page} is missing")
+  targets = [target for target in _LINK.findall(page.read_text())
+             if "://" not in target and not target.startswith("mailto:")]
+  missing = [target for target in targets if not (page.parent / target).exists()]
+  assert not missing, f"{page.name} links to files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page, line, source", [
+    pytest.param(page, line, source, id=f"{page.relative_to(ROOT).as_posix()}:{line}",
+                 marks=[pytest.mark.slow] if any(call in source for call in _SLOW_CALLS) else [])
+    for page, line, source in BLOCKS])
+def test_python_block_runs(page, line, source, inputs, tmp_path, monkeypatch, capsys):
+  shutil.copytree(inputs, tmp_path, dirs_exist_ok=True)
+  monkeypatch.chdir(tmp_path)
+  code = compile(source, f"{page.relative_to(ROOT)}:{line}", "exec")
+  exec(code, {"__name__": f"docs_block_{line}"})  # noqa: S102  (the block is the test)
+  printed = capsys.readouterr().out.splitlines()
+  promised = promised_outputs(source)
+  assert len(printed) == len(promised), (
+      f"each print of the block should print one line; it printed {printed}")
+  checker = doctest.OutputChecker()
+  for want, got in zip(promised, printed):
+    if want is not None:
+      assert checker.check_output(want + "\n", got + "\n", doctest.ELLIPSIS), (
+          f"the block promises {want!r} but printed {got!r}")

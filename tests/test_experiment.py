@@ -1,0 +1,193 @@
+"""The one config tree of a run: JSON round trip, flags -> tree, fingerprint from the tree, and the
+written `experiment_config.json` that reproduces its run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from official_bert import BertConfig
+from official_bert.common.errors import UserError
+from official_bert.data import synthetic
+from official_bert.tasks import base, driver, experiment, output_folder
+from official_bert.training import EngineConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=32, max_position_embeddings=32)
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+TASKS = [
+    experiment.TaskConfig(vocab_file="vocab.txt"),
+    experiment.ClassificationConfig(task_name="custom", data_dir="data", max_seq_length=64,
+                                    custom_options={"text_a_column": "text",
+                                                    "label_column": "label"}),
+    experiment.NerConfig(data_dir="conll", do_lower_case=False),
+    experiment.SwagConfig(train_file="train.csv", eval_file="val.csv"),
+    experiment.SquadConfig(train_file="train.json", version_2_with_negative=True),
+    experiment.PretrainingConfig(input_file="a.tfrecord,b*.tfrecord", dynamic_masking=True),
+    experiment.FeatureExtractionConfig(input_file="in.txt", output_file="out.jsonl",
+                                       pooling="mean"),
+]
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda task: task.kind)
+def test_every_task_kind_goes_through_json_and_back_unchanged(task, tmp_path):
+  config = experiment.ExperimentConfig(
+      task=task, model=MODEL, output_dir=str(tmp_path), init_checkpoint="bert_model.ckpt",
+      trainer=experiment.TrainerConfig(train_batch_size=12, learning_rate=3e-5,
+                                       num_train_steps=7),
+      runtime=EngineConfig(dtype="bfloat16", seed=3, optimizer_type="lamb"))
+  path = config.write()
+  assert path == str(tmp_path / experiment.CONFIG_NAME)
+  assert json.loads((tmp_path / experiment.CONFIG_NAME).read_text())["task"]["kind"] == task.kind
+  assert experiment.ExperimentConfig.read(path) == config
+  assert experiment.ExperimentConfig.read(tmp_path) == config
+  assert type(experiment.ExperimentConfig.read(path).task) is type(task)
+
+
+def test_a_bad_config_file_names_the_file_and_what_is_wrong(tmp_path):
+  values = experiment.ExperimentConfig(task=experiment.SquadConfig(), output_dir="out").to_dict()
+  path = tmp_path / experiment.CONFIG_NAME
+  path.write_text(json.dumps(dict(values, task={"kind": "poetry"})))
+  with pytest.raises(UserError, match=f"{path}: unknown task kind 'poetry'"):
+    experiment.ExperimentConfig.read(path)
+  path.write_text(json.dumps(dict(values, trainer={"batch": 3})))
+  with pytest.raises(UserError, match=f"{path}: .*'batch'"):
+    experiment.ExperimentConfig.read(path)
+  path.write_text("{")
+  with pytest.raises(UserError, match="is damaged"):
+    experiment.ExperimentConfig.read(path)
+
+
+def test_the_fingerprint_comes_from_the_marked_fields_of_the_tree(tmp_path):
+  pretraining = experiment.ExperimentConfig(
+      task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
+      trainer=experiment.TrainerConfig(num_train_steps=10, num_warmup_steps=1))
+  parts = experiment.fingerprint(pretraining)
+  # The same command with more steps trains further: the step counts are not in it.
+  longer = experiment.ExperimentConfig(
+      task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
+      trainer=experiment.TrainerConfig(num_train_steps=1000, num_warmup_steps=100,
+                                       eval_batch_size=99))
+  assert experiment.fingerprint(longer) == parts
+  assert parts["model"] == {"bert_config": MODEL.to_dict(), "do_lower_case": None,
+                            "max_seq_length": 128, "max_predictions_per_seq": 20}
+  # Masking settings count only when masks are drawn during training.
+  assert parts["training"]["masked_lm_prob"] is None
+  dynamic = experiment.fingerprint(experiment.ExperimentConfig(
+      task=experiment.PretrainingConfig(dynamic_masking=True, masked_lm_prob=0.2), model=MODEL,
+      output_dir=str(tmp_path)))
+  assert dynamic["training"]["masked_lm_prob"] == 0.2
+  faster = experiment.ExperimentConfig(
+      task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
+      trainer=experiment.TrainerConfig(learning_rate=1e-3),
+      runtime=EngineConfig(weight_decay=0.0))
+  assert output_folder.differences(parts, experiment.fingerprint(faster), ["training"]) == [
+      "training.learning_rate: 5e-05 then, 0.001 now",
+      "training.weight_decay: 0.01 then, 0.0 now"]
+  squad = experiment.fingerprint(experiment.ExperimentConfig(
+      task=experiment.SquadConfig(doc_stride=64, max_answer_length=10), model=MODEL,
+      output_dir=str(tmp_path)))
+  assert squad["training"]["doc_stride"] == 64
+  assert squad["training"]["version_2_with_negative"] is False
+  assert "max_answer_length" not in squad["model"] and squad["model"]["max_seq_length"] == 384
+
+
+def _sentiment(folder):
+  data = folder / "data"
+  synthetic.write_sentiment_task(str(data), num_train=32, num_dev=16)
+  words = sorted({word for name in ("train.tsv", "dev.tsv")
+                  for line in (data / name).read_text().splitlines()[1:]
+                  for word in line.split("\t")[0].split()})
+  vocab = folder / "vocab.txt"
+  vocab.write_text("\n".join(SPECIAL + words) + "\n")
+  model = BertConfig(**dict(MODEL.to_dict(), vocab_size=len(SPECIAL) + len(words)))
+  return data, vocab, model
+
+
+def test_the_written_config_reproduces_the_run_and_its_fingerprint_keeps_its_stored_form(
+    tmp_path):
+  data, vocab, model = _sentiment(tmp_path)
+  config = experiment.ExperimentConfig(
+      task=experiment.ClassificationConfig(vocab_file=str(vocab), task_name="SST-2",
+                                           data_dir=str(data), max_seq_length=16),
+      model=model, output_dir=str(tmp_path / "out"),
+      trainer=experiment.TrainerConfig(train_batch_size=8, num_train_epochs=1.0),
+      runtime=EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2))
+  first = driver.run_experiment(config, base.Modes(train=True, eval=True))
+  written = experiment.ExperimentConfig.read(tmp_path / "out")
+  assert written == config
+
+  # The fingerprint holds what the hand-assembled one held, under the same names, so that the
+  # folders of earlier versions still resume.
+  fingerprint = json.loads((tmp_path / "out" / output_folder.FINGERPRINT_NAME).read_text())
+  assert sorted(fingerprint["model"]) == ["bert_config", "do_lower_case", "extra",
+                                          "is_regression", "labels", "max_seq_length", "task"]
+  assert sorted(fingerprint["training"]) == [
+      "data_files", "init_checkpoint", "learning_rate", "num_train_epochs", "optimizer_type",
+      "task", "train_batch_size", "warmup_proportion", "weight_decay"]
+  assert fingerprint["model"]["task"] == "ClassificationTask"
+  assert fingerprint["training"]["task"] == "SST-2"
+  assert fingerprint["model"]["max_seq_length"] == 16
+
+  # Reading it back runs the same run: it resumes (the folder accepts it) at the same step.
+  again = driver.run_experiment(written, base.Modes(eval=True))
+  assert again == first
+  with pytest.raises(output_folder.OutputDirMismatchError, match="max_seq_length: 16 then"):
+    driver.run_experiment(experiment.ExperimentConfig.from_dict(dict(
+        written.to_dict(), task=dict(written.to_dict()["task"], max_seq_length=32))),
+        base.Modes(eval=True))
+
+
+def test_a_task_and_a_config_that_disagree_are_refused(tmp_path):
+  data, vocab, model = _sentiment(tmp_path)
+  task = experiment.ClassificationConfig(vocab_file=str(vocab), task_name="SST-2",
+                                         data_dir=str(data), max_seq_length=16)
+  config = experiment.ExperimentConfig(task=task, model=model, output_dir=str(tmp_path / "out"))
+  other = driver.build_task(experiment.ExperimentConfig(
+      task=experiment.ClassificationConfig(vocab_file=str(vocab), task_name="SST-2",
+                                           data_dir=str(data), max_seq_length=8),
+      model=model, output_dir=str(tmp_path / "out")))
+  with pytest.raises(ValueError, match="The config's task .* is not the task's"):
+    driver.run(other, config, base.Modes(eval=True))
+  assert driver.build_task(config).config() == task
+  assert not (tmp_path / "out").exists()
+
+
+_FLAGS_TO_TREE = """
+import json, sys
+from absl import flags
+from official_bert.cli import fine_tuning_flags, {tool}
+getattr({tool}, "define_flags", lambda: None)()
+flags.FLAGS(sys.argv)
+print(json.dumps(fine_tuning_flags.experiment_config_from_flags(
+    {tool}.task_config_from_flags()).to_dict()))
+"""
+
+
+def _tree_of(tool, *argv):
+  result = subprocess.run([sys.executable, "-c", _FLAGS_TO_TREE.format(tool=tool), *argv],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+  return experiment.ExperimentConfig.from_dict(json.loads(result.stdout.splitlines()[-1]))
+
+
+def test_the_flags_of_a_tool_map_onto_the_tree(tmp_path):
+  config_file = tmp_path / "bert_config.json"
+  MODEL.to_json_file(str(config_file))
+  config = _tree_of("run_squad", f"--bert_config_file={config_file}", "--vocab_file=vocab.txt",
+                    f"--output_dir={tmp_path}/out", "--train_file=train-v1.1.json",
+                    "--init_checkpoint=bert_model.ckpt", "--train_batch_size=12",
+                    "--learning_rate=3e-5", "--num_train_epochs=2.0", "--doc_stride=64",
+                    "--dtype=bfloat16", "--seed=7", "--save_checkpoints_steps=50",
+                    "--use_tpu", "--tpu_name=grpc://1.2.3.4:8470")
+  assert config == experiment.ExperimentConfig(
+      task=experiment.SquadConfig(vocab_file="vocab.txt", train_file="train-v1.1.json",
+                                  doc_stride=64),
+      trainer=experiment.TrainerConfig(train_batch_size=12, learning_rate=3e-5,
+                                       num_train_epochs=2.0),
+      runtime=EngineConfig(distribution_strategy="tpu", tpu="grpc://1.2.3.4:8470",
+                           dtype="bfloat16", seed=7, save_checkpoints_steps=50),
+      model=MODEL, output_dir=f"{tmp_path}/out", init_checkpoint="bert_model.ckpt")
+  assert config.task.max_seq_length == 384  # run_squad.py's default, as the original's
