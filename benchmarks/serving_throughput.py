@@ -1,9 +1,10 @@
 """What a server gets from the exported SavedModels: latency and throughput on the CPU.
 
-For each BERT size (random weights of a `BertConfig` preset) and sequence length, the classifier
-and the encoder are exported twice (`jit_compile` off and on) and loaded in a fresh process that
-imports only TensorFlow and tensorflow-text, with `tf.saved_model.load`, as TF Serving loads them.
-Each signature is timed there:
+For each BERT size (random weights of a `BertConfig` preset), sequence length and serving dtype
+(`--dtypes`: float32, and bfloat16 with its weights stored in bfloat16), the classifier and the
+encoder are exported with XLA off and on (`--xla`) and loaded in a fresh process that imports only
+TensorFlow and tensorflow-text, with `tf.saved_model.load`, as TF Serving loads them. Each
+signature is timed there:
 
 * latency: one request of one text (batch 1), p50 and p99 over `--latency_calls` calls;
 * throughput: sequences per second at each of `--batch_sizes`, over `--seconds` per cell;
@@ -11,17 +12,23 @@ Each signature is timed there:
 for the raw-text signatures (`serving_default`: in-graph tokenization and packing) and the token-id
 ones (`serve_token_ids`); the difference is the tokenizer's share of the time. The texts pack to
 exactly the sequence length, so every batch runs in the largest bucket. Next to them the same
-classifier in this process (a `tf.function` of the Keras model on token ids).
+classifier in this process (a `tf.function` of the Keras model on token ids), in each dtype.
+
+Hugging Face `transformers.BertModel` runs on the same weights (the encoder's, mapped by the
+Hugging Face checkpoint names) and the same token ids, in float32 and under
+`torch.autocast("cpu", dtype=torch.bfloat16)`, each eager and with `torch.compile`, in a process
+of `--torch_python` (an environment with `torch` and `transformers`; they are no dependencies of
+this package): `benchmarks/torch_serving.py`. Its outputs are checked against the encoder's.
 
 The FLOP rate counts the encoder's matrix products (forward: 2 FLOPs per multiply-add of the
-dense layers, plus the attention's two S x S products) and is given as a share of the float32
-matrix-product peak (one 4096 x 4096 `tf.matmul`, the best at the start and at the end) measured
-in the serving process; on a shared machine both move with the load. Hugging Face
-`BertModel` under `torch.compile` is timed on the same token ids when `torch` and `transformers`
-are importable.
+dense layers, plus the attention's two S x S products) and is given as a share of the matrix-product
+peak of the row's dtype (one 4096 x 4096 `tf.matmul` in float32 or bfloat16 without XLA, as in
+`matmul_ceiling.py`, the best at the start and at the end) measured in the serving process; on a
+shared machine both move with the load. PyTorch's own peaks are printed below the table.
 
-    python benchmarks/serving_throughput.py                   # the README table (long)
-    python benchmarks/serving_throughput.py --configs=bert_L2_H128,bert_L4_H256 --seq_lengths=128
+    python benchmarks/serving_throughput.py --torch_python=/path/to/venv/bin/python  # long
+    python benchmarks/serving_throughput.py --configs=bert_base --seq_lengths=128 \
+        --batch_sizes=8 --kinds=classifier --signatures=serve_token_ids --torch_python=...
     python benchmarks/serving_throughput.py --smoke           # a tiny model, a few calls
 """
 
@@ -34,6 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 import importlib.util
 import json
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -44,7 +52,8 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, configs
-from official_bert.export import export_classifier, export_encoder
+from official_bert.checkpoints import hf_to_original, tf1
+from official_bert.export import export_classifier, export_encoder, precision
 
 flags.DEFINE_bool("smoke", False, "A tiny model, one sequence length, a few calls: checks that "
                   "the benchmark runs.")
@@ -52,6 +61,13 @@ flags.DEFINE_list("configs", ["bert_L2_H128", "bert_L4_H256", "bert_base"],
                   "BertConfig presets to time.")
 flags.DEFINE_list("seq_lengths", ["128", "384"], "Sequence lengths (max_seq_length of the export).")
 flags.DEFINE_list("batch_sizes", ["8", "32", "128"], "Batch sizes of the throughput cells.")
+flags.DEFINE_list("dtypes", list(precision.SERVING_DTYPES), "Serving dtypes of the exports.")
+flags.DEFINE_list("xla", ["off", "on"], "Export with XLA off, on, or both.")
+flags.DEFINE_list("kinds", ["classifier", "encoder"], "The exported models.")
+flags.DEFINE_list("signatures", ["serving_default", "serve_token_ids"], "The signatures timed.")
+flags.DEFINE_string("torch_python", None,
+                    "Python of an environment with torch and transformers for the Hugging Face "
+                    "rows; default: this Python if it has them.")
 flags.DEFINE_integer("latency_calls", 50, "Calls at batch 1 for p50 and p99.")
 flags.DEFINE_float("seconds", 3.0, "Timed seconds per throughput cell (at least two calls).")
 flags.DEFINE_string("vocab_file", "../shared/data/vocab/bert-base-uncased-vocab.txt",
@@ -76,15 +92,15 @@ def timed(call, inputs):
     value.numpy()
   return time.perf_counter() - start
 
-def peak(size=4096, repeats=3):
-  a, b = tf.random.normal((size, size)), tf.random.normal((size, size))
+def peak(dtype, size=4096, repeats=3):
+  a, b = (tf.cast(tf.random.normal((size, size)), dtype) for _ in range(2))
   matmul = tf.function(tf.matmul)
   matmul(a, b).numpy()
   best = min(timed(lambda x, y: {"c": matmul(x, y)}, {"x": a, "y": b}) for _ in range(repeats))
   return 2 * size ** 3 / best
 
 job = json.load(sys.stdin)
-results = {"peak": peak(), "cells": []}
+results = {"peak": {dtype: peak(dtype) for dtype in job["dtypes"]}, "cells": []}
 rng = np.random.default_rng(0)
 for cell in job["cells"]:
   model = tf.saved_model.load(cell["dir"])
@@ -110,7 +126,7 @@ for cell in job["cells"]:
   results["cells"].append(cell)
   del model, call
 # The best of the start and the end, as the machine may have been busier at one of them.
-results["peak"] = max(results["peak"], peak())
+results["peak"] = {dtype: max(value, peak(dtype)) for dtype, value in results["peak"].items()}
 json.dump(results, sys.stdout)
 """
 
@@ -172,30 +188,68 @@ def keras_rate(model, batch, seq, calls, seconds):
   return {"rate": batch * done / elapsed, "first": first}
 
 
-def torch_rate(config, batch, seq, seconds):
-  """Hugging Face `BertModel` under `torch.compile` on random ids: `first` call seconds and
-  `rate` (sequences/s), or None without torch and transformers."""
-  if not (importlib.util.find_spec("torch") and importlib.util.find_spec("transformers")):
+TORCH_SCRIPT = pathlib.Path(__file__).resolve().parent / "torch_serving.py"
+# Fixed ids on which the Hugging Face model's outputs must match the encoder's.
+CHECK_IDS = [[2, 7, 9, 11, 13, 3]]
+
+
+def torch_python():
+  """The Python that runs `torch_serving.py`, or None when none has torch and transformers."""
+  if FLAGS.torch_python:
+    return FLAGS.torch_python
+  if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+    return sys.executable
+  return None
+
+
+def run_torch(python, job):
+  """Runs `torch_serving.py` with `python` on `job`; returns its JSON answer."""
+  run = subprocess.run([python, str(TORCH_SCRIPT)], input=json.dumps(job), capture_output=True,
+                       text=True, check=False)
+  if run.returncode:
+    raise RuntimeError(f"The PyTorch process failed:\n{run.stderr[-3000:]}")
+  return json.loads(run.stdout)
+
+
+def hf_weights(encoder, shapes):
+  """The encoder's weights under the Hugging Face `BertModel` names of `shapes` (name: shape)."""
+  original = tf1.get_original_weights(encoder)
+  weights = {}
+  for name, shape in shapes.items():
+    # A probe with distinct values: the renaming tells the original name and whether the
+    # Hugging Face layout is the transpose of the original one.
+    probe = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    ((target, renamed),) = hf_to_original({name: probe}).items()
+    if target not in original:
+      continue  # a buffer of the PyTorch model (position ids)
+    value = np.asarray(original[target], np.float32)
+    weights[name] = np.ascontiguousarray(value if np.array_equal(renamed, probe) else value.T)
+  return weights
+
+
+def torch_rows(encoder, batches, seq, seconds, workdir):
+  """Hugging Face `BertModel` on the encoder's weights: one result per (dtype, compile, batch),
+  with `check` (its outputs on `CHECK_IDS`); None without a Python that has torch."""
+  python = torch_python()
+  if python is None:
     return None
-  import torch  # pylint: disable=import-outside-toplevel
-  import transformers  # pylint: disable=import-outside-toplevel
-  model = transformers.BertModel(transformers.BertConfig(
-      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-      num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
-      intermediate_size=config.intermediate_size)).eval()
-  compiled = torch.compile(model)
-  ids = torch.randint(len(SPECIAL), config.vocab_size, (batch, seq))
-  with torch.inference_mode():
-    start = time.perf_counter()
-    compiled(input_ids=ids)
-    first = time.perf_counter() - start
-    elapsed, done = 0.0, 0
-    while done < 2 or elapsed < seconds:
-      start = time.perf_counter()
-      compiled(input_ids=ids)
-      elapsed += time.perf_counter() - start
-      done += 1
-  return {"first": first, "rate": batch * done / elapsed}
+  config = encoder.config.to_dict()
+  shapes = run_torch(python, {"names": True, "config": config})
+  path = os.path.join(workdir, "hf_weights.npz")
+  np.savez(path, **hf_weights(encoder, shapes))
+  cells = [{"dtype": dtype, "compile": compiled, "batch": batch, "seq": seq}
+           for dtype in FLAGS.dtypes for compiled in (False, True) for batch in batches]
+  return run_torch(python, {"weights": path, "config": config, "cells": cells,
+                            "check_ids": CHECK_IDS, "seconds": seconds})
+
+
+def check_same_weights(encoder, answer):
+  """The largest difference between the PyTorch model's outputs and the encoder's."""
+  ids = np.array(CHECK_IDS, np.int32)
+  ours = encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                  "input_type_ids": np.zeros_like(ids)})
+  return max(float(np.abs(np.asarray(answer["check"][name]) - ours[name][0].numpy()).max())
+             for name in ("sequence_output", "pooled_output"))
 
 
 def main(argv):
@@ -209,76 +263,111 @@ def main(argv):
     seq_lengths = [int(s) for s in FLAGS.seq_lengths]
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
     latency_calls, seconds = FLAGS.latency_calls, FLAGS.seconds
+  for dtype in FLAGS.dtypes:
+    precision.check_dtype(dtype)
+  xla_modes = [{"off": False, "on": True}[mode] for mode in FLAGS.xla]
   print(f"start: {load_average()}; TF {tf.__version__}, TF_ENABLE_ONEDNN_OPTS="
-        f"{os.environ['TF_ENABLE_ONEDNN_OPTS']}", flush=True)
+        f"{os.environ['TF_ENABLE_ONEDNN_OPTS']}; CPU flags: {cpu_flags()}", flush=True)
   workdir = tempfile.mkdtemp(prefix="serving_throughput_")
   vocab_file, words = vocabulary(FLAGS.vocab_file, workdir, FLAGS.smoke)
-  rows = []
+  rows, notes = [], []
   for name, config in sizes.items():
     model = BertClassifier(config, num_classes=2)
+    models = {dtype: precision.with_dtype(model, dtype) for dtype in FLAGS.dtypes}
     for seq in seq_lengths:
       cells = []
-      for jit in (False, True):
-        options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=seq,
-                       jit_compile=jit, overwrite=True)
-        for kind, export in (("classifier", export_classifier), ("encoder", export_encoder)):
-          directory = os.path.join(workdir, f"{name}-{seq}-{kind}-{'xla' if jit else 'graph'}")
-          export(model if kind == "classifier" else model.encoder, directory, **options)
-          for signature in ("serving_default", "serve_token_ids"):
-            cells += [{"dir": directory, "kind": kind, "xla": jit, "signature": signature,
-                       "batch": batch, "seq": seq} for batch in [1] + batch_sizes]
+      for dtype in FLAGS.dtypes:
+        for jit in xla_modes:
+          options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=seq,
+                         dtype=dtype, jit_compile=jit, overwrite=True)
+          for kind in FLAGS.kinds:
+            export = {"classifier": export_classifier, "encoder": export_encoder}[kind]
+            directory = os.path.join(
+                workdir, f"{name}-{seq}-{kind}-{dtype}-{'xla' if jit else 'graph'}")
+            export(model if kind == "classifier" else model.encoder, directory, **options)
+            cells += [{"dir": directory, "kind": kind, "dtype": dtype, "xla": jit,
+                       "signature": signature, "batch": batch, "seq": seq}
+                      for signature in FLAGS.signatures for batch in [1] + batch_sizes]
       job = {"cells": cells, "texts": texts_of(words, seq), "special": SPECIAL,
              "vocab_size": len(SPECIAL) + len(words), "latency_calls": latency_calls,
-             "seconds": seconds}
+             "seconds": seconds, "dtypes": FLAGS.dtypes}
       served = subprocess.run([sys.executable, "-c", _SERVER], input=json.dumps(job),
                               capture_output=True, text=True, check=False)
       if served.returncode:
         raise RuntimeError(f"The serving process failed:\n{served.stderr[-3000:]}")
       result = json.loads(served.stdout)
+      peaks = result["peak"]
+      common = dict(config=name, seq=seq, flops=forward_flops(config, seq))
       for cell in result["cells"]:
-        rows.append(dict(cell, config=name, model=f"{cell['kind']} SavedModel",
-                         peak=result["peak"], flops=forward_flops(config, seq)))
-      for batch in [1] + batch_sizes:
-        rows.append(dict(keras_rate(model, batch, seq, latency_calls, seconds), config=name,
-                         seq=seq, batch=batch, model="classifier Keras", xla=False,
-                         signature="in-process", peak=result["peak"],
-                         flops=forward_flops(config, seq)))
-        rows.append(dict(torch_rate(config, batch, seq, seconds) or {"rate": None}, config=name,
-                         seq=seq, batch=batch, model="HF torch.compile", xla=None,
-                         signature="token ids", peak=result["peak"],
-                         flops=forward_flops(config, seq)))
-      print(f"{name} seq {seq} done: {load_average()}, matmul peak "
-            f"{result['peak'] / 1e9:.0f} GFLOP/s", flush=True)
+        rows.append(dict(cell, **common, model=f"{cell['kind']} SavedModel",
+                         peak=peaks[cell["dtype"]]))
+      for dtype, keras_model in models.items():
+        for batch in [1] + batch_sizes:
+          rows.append(dict(keras_rate(keras_model, batch, seq, latency_calls, seconds), **common,
+                           batch=batch, model="classifier Keras", dtype=dtype, xla=False,
+                           signature="in-process", peak=peaks[dtype]))
+      answer = torch_rows(model.encoder, [1] + batch_sizes, seq, seconds, workdir)
+      for dtype in FLAGS.dtypes:
+        for compiled in (False, True):
+          label = "HF torch.compile" if compiled else "HF eager"
+          for batch in [1] + batch_sizes:
+            found = [cell for cell in (answer or {"cells": []})["cells"]
+                     if (cell["dtype"], cell["compile"], cell["batch"]) == (dtype, compiled, batch)]
+            rows.append(dict(found[0] if found else {"rate": None}, **common, batch=batch,
+                             model=label, dtype=dtype, xla=None, signature="token ids",
+                             peak=peaks[dtype]))
+      if answer:
+        notes.append(f"{name} seq {seq}: PyTorch {answer['versions']['torch']} "
+                     f"({answer['threads']} threads), transformers "
+                     f"{answer['versions']['transformers']}; same weights, max |HF - ours| "
+                     f"{check_same_weights(model.encoder, answer):.1e}; torch.matmul peak "
+                     + ", ".join(f"{d} {p / 1e9:.0f}" for d, p in answer["peak"].items())
+                     + " GFLOP/s")
+      print(f"{name} seq {seq} done: {load_average()}, tf.matmul peak "
+            + ", ".join(f"{d} {p / 1e9:.0f}" for d, p in peaks.items()) + " GFLOP/s", flush=True)
   tf.io.gfile.rmtree(workdir)
   print_table(rows)
+  for note in notes:
+    print(note)
   print(f"end: {load_average()}")
+
+
+def cpu_flags():
+  """The CPU's AMX and AVX-512 flags (from /proc/cpuinfo), or '?' where it cannot be read."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      words = f.read().split()
+  except OSError:
+    return "?"
+  return " ".join(sorted({w for w in words if w.startswith(("amx", "avx512"))})) or "none"
 
 
 def print_table(rows):
   """One line per cell; the tokenizer's share compares a raw-text cell with its token-id twin."""
-  by_key = {(r["config"], r["seq"], r["batch"], r["model"], r["xla"], r["signature"]): r
-            for r in rows}
-  print("\nconfig        seq  batch  model                 XLA  signature       1st ms  "
+  by_key = {(r["config"], r["seq"], r["batch"], r["model"], r["dtype"], r["xla"],
+             r["signature"]): r for r in rows}
+  print("\nconfig        seq  batch  model                 dtype     XLA  signature       1st ms  "
         "p50 ms  p99 ms    seq/s  GFLOP/s  % peak  tokenizer")
   for r in rows:
+    head = f"{r['config']:<12} {r['seq']:>4} {r['batch']:>6}  {r['model']:<21} {r['dtype']:<8}"
     if r["rate"] is None:
-      print(f"{r['config']:<12} {r['seq']:>4} {r['batch']:>6}  {r['model']:<21} {'-':>3}  "
-            f"{r['signature']:<15} {'not installed':>48}")
+      print(f"{head} {'-':>4}  {r['signature']:<15} {'not installed (--torch_python)':>48}")
       continue
     gflops = r["rate"] * r["flops"] / 1e9
-    latency = (f"{r['p50'] * 1e3:7.2f} {r['p99'] * 1e3:7.2f}" if r["batch"] == 1
+    latency = (f"{r['p50'] * 1e3:7.2f} {r['p99'] * 1e3:7.2f}" if "p50" in r
                else f"{'':>7} {'':>7}")
     share = ""
     if r["signature"] == "serving_default":
-      ids = by_key[(r["config"], r["seq"], r["batch"], r["model"], r["xla"], "serve_token_ids")]
-      share = f"{max(0.0, 1 - r['rate'] / ids['rate']):7.0%}"
+      ids = by_key.get((r["config"], r["seq"], r["batch"], r["model"], r["dtype"], r["xla"],
+                        "serve_token_ids"))
+      share = f"{max(0.0, 1 - r['rate'] / ids['rate']):7.0%}" if ids else ""
     xla = "-" if r["xla"] is None else "on" if r["xla"] else "off"
-    print(f"{r['config']:<12} {r['seq']:>4} {r['batch']:>6}  {r['model']:<21} "
-          f"{xla:>3}  {r['signature']:<15} {r['first'] * 1e3:7.1f} {latency} "
+    print(f"{head} {xla:>4}  {r['signature']:<15} {r['first'] * 1e3:7.1f} {latency} "
           f"{r['rate']:8.1f} {gflops:8.1f} {gflops * 1e9 / r['peak']:7.1%}  {share}")
-  peaks = sorted({r["peak"] for r in rows})
-  print(f"float32 matmul peak in the serving processes: {peaks[0] / 1e9:.0f} to "
-        f"{peaks[-1] / 1e9:.0f} GFLOP/s (each row's share is of its own process's peak)")
+  for dtype in sorted({r["dtype"] for r in rows}):
+    peaks = sorted({r["peak"] for r in rows if r["dtype"] == dtype})
+    print(f"{dtype} tf.matmul peak in the serving processes: {peaks[0] / 1e9:.0f} to "
+          f"{peaks[-1] / 1e9:.0f} GFLOP/s (each row's share is of its dtype's peak in its run)")
 
 
 if __name__ == "__main__":

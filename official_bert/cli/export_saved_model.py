@@ -1,6 +1,8 @@
 """Exports a fine-tuned (or pre-trained) BERT folder as a SavedModel for TF Serving.
 
     python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_savedmodel/1
+    python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_bf16/1 \
+        --dtype=bfloat16
 
 `--model_dir` is a model folder: the `--output_dir` of a fine-tuning script, a converted or
 pre-trained one (its `model.json` names the kind, which picks the signatures; a pre-trained one is
@@ -29,8 +31,12 @@ flags.DEFINE_list("buckets", None,
                   "Sequence lengths a raw-text batch is padded to: the smallest that holds its "
                   "longest text (max_seq_length is always one). Default: 16, 32, 64, ... below "
                   "max_seq_length; 'none' pads every batch to max_seq_length.")
-flags.DEFINE_bool("jit_compile", export.DEFAULT_JIT_COMPILE,
-                  "Compile the model (not the tokenizer) with XLA inside the SavedModel.")
+flags.DEFINE_enum("dtype", "float32", list(export.SERVING_DTYPES),
+                  "The dtype the SavedModel stores its weights in and computes in: bfloat16 "
+                  "serves about 3x faster on CPUs with AMX (outputs stay float32).")
+flags.DEFINE_bool("jit_compile", None,
+                  "Compile the model (not the tokenizer) with XLA inside the SavedModel. "
+                  "Default: on for float32, off for bfloat16 (XLA's CPU code has no AMX kernels).")
 FLAGS = flags.FLAGS
 
 
@@ -49,7 +55,8 @@ def _buckets(values):
 def main():
   export.export_model_dir(FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
                           do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite,
-                          buckets=_buckets(FLAGS.buckets), jit_compile=FLAGS.jit_compile)
+                          buckets=_buckets(FLAGS.buckets), dtype=FLAGS.dtype,
+                          jit_compile=FLAGS.jit_compile)
 
 
 def run():

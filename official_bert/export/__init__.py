@@ -2,12 +2,18 @@
 
 A fine-tuning script ends with a model folder (`official_bert.checkpoints.save_model_dir`);
 `export_model_dir(model_dir, export_dir)` (the library side of `export_saved_model.py`) writes the
-SavedModel for its kind. Each `export_*` function also takes an in-memory model directly. The
-signatures of every kind are listed in `official_bert/export/saved_model.py`.
+SavedModel for its kind, in float32 or bfloat16 (`dtype`, see `precision.py`). Each `export_*`
+function also takes an in-memory model directly. The signatures of every kind are listed in
+`official_bert/export/saved_model.py`.
 """
 
+from official_bert.export.precision import (
+  SERVING_DTYPES,
+  default_jit_compile,
+  serving_dtype,
+  trained_dtype,
+)
 from official_bert.export.saved_model import (
-                                              DEFAULT_JIT_COMPILE,
                                               export_classifier,
                                               export_encoder,
                                               export_model_dir,
@@ -18,6 +24,7 @@ from official_bert.export.saved_model import (
 )
 
 __all__ = [
-    "DEFAULT_JIT_COMPILE", "export_classifier", "export_encoder", "export_model_dir",
-    "export_multiple_choice", "export_span_labeler", "export_task_model", "export_token_classifier",
+    "SERVING_DTYPES", "default_jit_compile", "serving_dtype", "export_classifier",
+    "export_encoder", "export_model_dir", "export_multiple_choice", "export_span_labeler",
+    "export_task_model", "export_token_classifier", "trained_dtype",
 ]

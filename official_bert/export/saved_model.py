@@ -54,6 +54,11 @@ XLA (tensorflow-text's ops have no XLA kernels, so the tokenizer stays outside);
 keeps that attribute, and `tf.saved_model.load` and TF Serving compile it on the first call of
 each input shape (batch size and bucket): a server that batches requests to a few allowed batch
 sizes compiles a few times.
+
+Precision: `dtype="bfloat16"` writes a SavedModel whose weights are stored in bfloat16 and whose
+encoder computes in bfloat16 (layer norms and softmax in float32), with the same signatures and
+float32 outputs; `jit_compile` then defaults to off, as XLA's CPU backend cannot use the AMX
+units that make bfloat16 fast (`official_bert/export/precision.py`).
 """
 
 import os
@@ -64,7 +69,7 @@ import tensorflow as tf
 
 from official_bert import checkpoints, tokenization
 from official_bert.export import archive as archive_lib
-from official_bert.export import signatures, span_answers
+from official_bert.export import precision, signatures, span_answers
 from official_bert.models import (
   BertClassifier,
   BertMultipleChoice,
@@ -77,9 +82,6 @@ from official_bert.networks import BertEncoder
 DEFAULT_MAX_SEQ_LENGTH = 128
 DEFAULT_MAX_QUERY_LENGTH = 64
 DEFAULT_MAX_ANSWER_LENGTH = 30
-# XLA's CPU code runs BERT's encoder faster than TensorFlow's graph kernels, tokenizer included
-# (benchmarks/serving_throughput.py); the price is a compilation per new input shape.
-DEFAULT_JIT_COMPILE = True
 
 
 def _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets):
@@ -94,6 +96,17 @@ def _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets):
   return packer
 
 
+def _serving_model(model, dtype, jit_compile):
+  """`model` in the serving `dtype`, and whether to compile it with XLA (None: per dtype)."""
+  model = precision.with_dtype(model, dtype)
+  compute_dtype = precision.compute_dtype(model)
+  if jit_compile is None:
+    jit_compile = precision.default_jit_compile(compute_dtype)
+  logging.info("The SavedModel computes in %s, XLA %s.", compute_dtype,
+               "on" if jit_compile else "off")
+  return model, jit_compile
+
+
 def _new_archive(text_packer):
   # The endpoints find the model's variables themselves; tracking the whole model as well would
   # only make `write_out` walk (and trace) every layer once more.
@@ -104,7 +117,7 @@ def _new_archive(text_packer):
 
 def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
                       labels=None, sentence_pair=False, is_regression=None, overwrite=False,
-                      buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
+                      buckets=None, dtype=None, jit_compile=None):
   """Exports a `BertClassifier` (see the module docstring for its signatures).
 
   Args:
@@ -121,7 +134,10 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
     buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
       sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
       it; `()`: always `max_seq_length`).
-    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
+    dtype: `float32` or `bfloat16`, the dtype the SavedModel stores its weights in and computes
+      in (`precision.with_dtype`); None for the model as it is.
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel; None for the
+      dtype's default (`precision.default_jit_compile`: on for float32, off for bfloat16).
 
   Returns:
     `export_dir`.
@@ -134,6 +150,7 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
     served.signatures["serving_default"](text=tf.constant(["a gripping film"]))["label"]
   """
   archive_lib.check_export_dir(export_dir, overwrite)
+  model, jit_compile = _serving_model(model, dtype, jit_compile)
   regression = model.num_classes == 1 if is_regression is None else is_regression
   if regression and model.num_classes != 1:
     raise ValueError(f"A regression model has one output, not {model.num_classes}.")
@@ -176,7 +193,7 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
 def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
                         max_query_length=DEFAULT_MAX_QUERY_LENGTH,
                         max_answer_length=DEFAULT_MAX_ANSWER_LENGTH, overwrite=False,
-                        buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
+                        buckets=None, dtype=None, jit_compile=None):
   """Exports a `BertSpanLabeler` that answers (question, context) in-graph.
 
   Args:
@@ -191,12 +208,16 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
     buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
       sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
       it; `()`: always `max_seq_length`).
-    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
+    dtype: `float32` or `bfloat16`, the dtype the SavedModel stores its weights in and computes
+      in (`precision.with_dtype`); None for the model as it is.
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel; None for the
+      dtype's default (`precision.default_jit_compile`: on for float32, off for bfloat16).
 
   Returns:
     `export_dir`.
   """
   archive_lib.check_export_dir(export_dir, overwrite)
+  model, jit_compile = _serving_model(model, dtype, jit_compile)
   if max_query_length + 3 >= max_seq_length:
     raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
                      f"{max_query_length}-piece question; raise it above max_query_length + 3.")
@@ -226,7 +247,7 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
 
 
 def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                   overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
+                   overwrite=False, buckets=None, dtype=None, jit_compile=None):
   """Exports a `BertEncoder` (or a task model's `.encoder`) as a text embedding model.
 
   Args:
@@ -239,12 +260,16 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
     buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
       sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
       it; `()`: always `max_seq_length`).
-    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
+    dtype: `float32` or `bfloat16`, the dtype the SavedModel stores its weights in and computes
+      in (`precision.with_dtype`); None for the model as it is.
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel; None for the
+      dtype's default (`precision.default_jit_compile`: on for float32, off for bfloat16).
 
   Returns:
     `export_dir`.
   """
   archive_lib.check_export_dir(export_dir, overwrite)
+  model, jit_compile = _serving_model(model, dtype, jit_compile)
   encoder = model if isinstance(model, BertEncoder) else model.encoder
   text_packer = _text_packer(encoder, vocab_file, do_lower_case, max_seq_length, buckets)
 
@@ -275,7 +300,7 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
 
 def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
                             labels=None, overwrite=False, buckets=None,
-                            jit_compile=DEFAULT_JIT_COMPILE):
+                            dtype=None, jit_compile=None):
   """Exports a `BertTokenClassifier` that tags the WordPieces of raw text.
 
   Args:
@@ -289,12 +314,16 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
     buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
       sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
       it; `()`: always `max_seq_length`).
-    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
+    dtype: `float32` or `bfloat16`, the dtype the SavedModel stores its weights in and computes
+      in (`precision.with_dtype`); None for the model as it is.
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel; None for the
+      dtype's default (`precision.default_jit_compile`: on for float32, off for bfloat16).
 
   Returns:
     `export_dir`.
   """
   archive_lib.check_export_dir(export_dir, overwrite)
+  model, jit_compile = _serving_model(model, dtype, jit_compile)
   if labels is not None and len(labels) != model.num_classes:
     raise ValueError(f"{len(labels)} labels given for a model with {model.num_classes} tags.")
   text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets)
@@ -322,7 +351,7 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
 
 
 def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_seq_length,
-                           overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
+                           overwrite=False, buckets=None, dtype=None, jit_compile=None):
   """Exports a `BertMultipleChoice` that scores the endings of a context.
 
   Args:
@@ -335,12 +364,16 @@ def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_
     buckets: the lengths a raw-text batch is padded to, the smallest that holds its longest
       sequence (`signatures.bucket_lengths`; None: 16, 32, 64, ... below `max_seq_length`, then
       it; `()`: always `max_seq_length`).
-    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel.
+    dtype: `float32` or `bfloat16`, the dtype the SavedModel stores its weights in and computes
+      in (`precision.with_dtype`); None for the model as it is.
+    jit_compile: compile the model (not the tokenizer) with XLA in the SavedModel; None for the
+      dtype's default (`precision.default_jit_compile`: on for float32, off for bfloat16).
 
   Returns:
     `export_dir`.
   """
   archive_lib.check_export_dir(export_dir, overwrite)
+  model, jit_compile = _serving_model(model, dtype, jit_compile)
   num_choices = model.num_choices
   text_packer = _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets)
 
@@ -389,7 +422,7 @@ _EXPORTS = {
 
 
 def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_case=None,
-                      overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
+                      overwrite=False, buckets=None, dtype=None, jit_compile=None):
   """Exports a model with the signatures of its kind.
 
   Args:
@@ -400,7 +433,8 @@ def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_
     do_lower_case: overrides `info.do_lower_case`; required when that is unknown.
     overwrite: replace a non-empty `export_dir`.
     buckets: the raw-text sequence lengths (see `export_classifier`).
-    jit_compile: compile the model with XLA (see `export_classifier`).
+    dtype: `float32` or `bfloat16` (see `export_classifier`); None for the model as it is.
+    jit_compile: compile the model with XLA (see `export_classifier`); None: per dtype.
 
   Returns:
     `export_dir`.
@@ -421,11 +455,12 @@ def export_task_model(model, info, export_dir, *, max_seq_length=None, do_lower_
                info.kind, export_dir, max_seq_length, do_lower_case)
   return _EXPORTS[info.kind](model, info, export_dir=export_dir, vocab_file=info.vocab_file,
                              do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                             overwrite=overwrite, buckets=buckets, jit_compile=jit_compile)
+                             overwrite=overwrite, buckets=buckets, dtype=dtype,
+                             jit_compile=jit_compile)
 
 
 def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_case=None,
-                     overwrite=False, buckets=None, jit_compile=DEFAULT_JIT_COMPILE):
+                     overwrite=False, buckets=None, dtype=None, jit_compile=None):
   """Exports the model of a model folder (or a pre-trained checkpoint): `export_saved_model.py`.
 
   Args:
@@ -437,7 +472,8 @@ def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_cas
       record it.
     overwrite: replace a non-empty `export_dir`.
     buckets: the raw-text sequence lengths (see `export_classifier`).
-    jit_compile: compile the model with XLA (see `export_classifier`).
+    dtype: `float32` or `bfloat16` (see `export_classifier`); None for the model as it is.
+    jit_compile: compile the model with XLA (see `export_classifier`); None: per dtype.
 
   Returns:
     `export_dir`.
@@ -447,11 +483,12 @@ def export_model_dir(model_dir, export_dir, *, max_seq_length=None, do_lower_cas
     export_model_dir("/tmp/mrpc_output", "/tmp/mrpc_savedmodel")
   """
   archive_lib.check_export_dir(export_dir, overwrite)
-  model, info = checkpoints.load_model(model_dir)
+  # Read in float32 for a new dtype: `with_dtype` casts the weights once they are loaded.
+  model, info = checkpoints.load_model(model_dir, dtype="float32" if dtype else None)
   if do_lower_case is None:
     do_lower_case = info.do_lower_case
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(do_lower_case, os.fspath(model_dir))
   return export_task_model(model, info, export_dir, max_seq_length=max_seq_length,
                            do_lower_case=do_lower_case, overwrite=overwrite, buckets=buckets,
-                           jit_compile=jit_compile)
+                           dtype=dtype, jit_compile=jit_compile)

@@ -299,4 +299,6 @@ class Task(abc.ABC):
                    **self.model_folder_fields())
     if not export_dir:
       return [output_dir]
-    return [export.export_model_dir(output_dir, export_dir, overwrite=True)]
+    # A model trained in bfloat16 is served in bfloat16, one trained in float32 in float32.
+    return [export.export_model_dir(output_dir, export_dir, overwrite=True,
+                                    dtype=export.trained_dtype(model))]

@@ -392,4 +392,5 @@ class FeatureExtractionTask(base.Task):
       return []
     return [export.export_encoder(model, export_dir,
                                   vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
-                                  max_seq_length=self.max_seq_length)]
+                                  max_seq_length=self.max_seq_length,
+                                  dtype=export.trained_dtype(model))]

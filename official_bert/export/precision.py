@@ -1,0 +1,86 @@
+"""The dtype a SavedModel computes in, and whether XLA compiles it, chosen per dtype.
+
+`float32` serves the trained weights as they are. `bfloat16` stores every weight of the matrix
+products and embeddings in bfloat16 in the SavedModel (half the size, and no cast of the weights
+on each call) and computes in bfloat16, with the layer norms, the attention softmax and the
+outputs in float32 as in mixed-precision training; on a CPU with AMX (`amx_bf16`) oneDNN runs its
+matrix products at about four times the float32 rate.
+
+XLA (`jit_compile`) is chosen per dtype from `benchmarks/serving_throughput.py`: on for float32,
+where XLA's CPU code runs BERT faster than TensorFlow's graph kernels, and off for bfloat16,
+since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them (BERT-Base,
+batch 8, sequence 128, two runs: bfloat16 with XLA ran below the float32 rate, without XLA 1.6
+and 2.4 times faster; `docs/performance.md`).
+
+Example:
+
+>>> default_jit_compile("float32"), default_jit_compile("bfloat16")
+(True, False)
+"""
+
+import keras
+
+from official_bert.checkpoints import model_info
+
+SERVING_DTYPES = ("float32", "bfloat16")
+
+
+def check_dtype(dtype):
+  """Raises `ValueError` unless `dtype` is None or one of `SERVING_DTYPES`."""
+  if dtype is not None and dtype not in SERVING_DTYPES:
+    raise ValueError(f"The serving dtype must be one of {', '.join(SERVING_DTYPES)}, got "
+                     f"{dtype!r}.")
+
+
+def compute_dtype(model, dtype=None):
+  """The dtype the export computes in: `dtype`, else the model's own compute dtype."""
+  check_dtype(dtype)
+  return dtype or keras.backend.standardize_dtype(model.dtype_policy.compute_dtype)
+
+
+def default_jit_compile(dtype):
+  """Whether an export that computes in `dtype` is compiled with XLA (see the module docstring).
+
+  Args:
+    dtype: the compute dtype, e.g. `compute_dtype(model, dtype)`.
+  """
+  return dtype != "bfloat16"
+
+
+def serving_dtype(training_dtype):
+  """The export dtype of a model trained under `--dtype=training_dtype`.
+
+  A model trained in bfloat16 is served in bfloat16, one trained in float32 in float32; float16
+  (mixed precision on GPUs) exports the model as it is.
+  """
+  return training_dtype if training_dtype in SERVING_DTYPES else None
+
+
+def trained_dtype(model):
+  """The export dtype of a model as trained: `serving_dtype` of its policy's compute dtype
+  (`mixed_bfloat16` -> `bfloat16`)."""
+  return serving_dtype(keras.backend.standardize_dtype(model.dtype_policy.compute_dtype))
+
+
+def with_dtype(model, dtype):
+  """`model` with its weights in, and computing in, `dtype` (Keras policy `dtype`).
+
+  Args:
+    model: an instance of a registered model class (a task model or a `BertEncoder`).
+    dtype: `float32`, `bfloat16`, or None for `model` itself.
+
+  Returns:
+    `model` when `dtype` is None or already its policy, else a new model of the same kind and
+    config under policy `dtype`, with `model`'s weights cast to it (layers that compute in
+    float32 whatever the policy, the layer norms, keep float32 weights).
+  """
+  check_dtype(dtype)
+  if dtype is None or model.dtype_policy.name == dtype:
+    return model
+  copy = model_info(model).build_model(dtype)
+  weights = model.get_weights()
+  if len(copy.weights) != len(weights):
+    raise ValueError(f"The {dtype} copy of {model.name} has {len(copy.weights)} weights, the "
+                     f"model {len(weights)}: is the model built?")
+  copy.set_weights(weights)  # assigning casts each value to its variable's dtype
+  return copy
