@@ -49,3 +49,15 @@ def test_the_library_leaves_the_environment_alone_and_the_tools_turn_onednn_on()
   assert _imported("import official_bert.cli; " + report) == ["False", "1"]
   assert _imported("import official_bert.cli; " + report, TF_ENABLE_ONEDNN_OPTS="0") == [
       "False", "0"]
+
+
+def test_importing_the_tools_defines_no_flag_and_define_flags_defines_each_tools_own():
+  tools = sorted(_scripts().values())
+  # TensorFlow defines flags of its own when imported.
+  code = ("import importlib; from absl import flags; import official_bert.cli.launch, tensorflow; "
+          "before = set(flags.FLAGS); "
+          f"tools = [importlib.import_module(t.split(':')[0]) for t in {tools!r}]; "
+          "print(len(set(flags.FLAGS) - before)); "
+          "tool = importlib.import_module('official_bert.cli.run_squad'); tool.define_flags(); "
+          "print(flags.FLAGS['max_seq_length'].default, 'doc_stride' in flags.FLAGS)")
+  assert _imported(code) == ["0", "384", "True"]

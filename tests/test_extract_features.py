@@ -336,7 +336,7 @@ def test_features_of_the_shared_tiny_tf1_checkpoint_match_the_original(tmp_path)
 
 
 def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored():
-  code = ("from official_bert.cli import extract_features as tool; "
+  code = ("from official_bert.cli import extract_features as tool; tool.define_flags(); "
           "tool.FLAGS(['extract_features.py', '--use_tpu=true', '--master=grpc://10.0.0.2:8470', "
           "'--num_tpu_cores=8', '--use_one_hot_embeddings=true']); "
           "print(tool.FLAGS.use_tpu, tool.FLAGS.master, tool.FLAGS.num_tpu_cores, "
