@@ -73,7 +73,7 @@ def write_hf_folder(folder, tensors, config=CONFIG, **extra_config):
   folder.mkdir(parents=True, exist_ok=True)
   save_file(tensors, str(folder / "model.safetensors"))
   values = hf_config(config, **{"model_type": "bert", "layer_norm_eps": 1e-12,
-                               "architectures": ["BertForPreTraining"], **extra_config})
+                                "architectures": ["BertForPreTraining"], **extra_config})
   (folder / "config.json").write_text(json.dumps(values))
   return folder
 

@@ -28,6 +28,6 @@ def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
   served = [line for line in output.splitlines() if line.startswith("  '") and "-> label" in line]
   assert len(served) == 4
   assert all(os.path.isdir(tmp_path / name) for name in ("pretraining", "classifier",
-                                                          "saved_model"))
+                                                         "saved_model"))
   assert os.listdir(tmp_path / "saved_model" / "assets")  # the vocabulary travels with the model
   assert_no_scheme_folders(tmp_path)

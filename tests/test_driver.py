@@ -123,6 +123,6 @@ def test_validate_makes_the_original_checks(tmp_path):
   save_tf1_checkpoint(BertEncoder(CONFIG), str(google_model / "bert_model.ckpt"))
   with pytest.raises(ValueError, match="--do_lower_case=True"):
     _RecordingTask(do_lower_case=False).validate(base.Modes(train=True),
-                                                  str(google_model / "bert_model.ckpt"))
+                                                 str(google_model / "bert_model.ckpt"))
   _RecordingTask(do_lower_case=True).validate(base.Modes(predict=True),
                                               str(google_model / "bert_model.ckpt"))

@@ -137,7 +137,7 @@ def _dead_pid():
 
 
 def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_error(tmp_path,
-                                                                                    caplog):
+                                                                                  caplog):
   with output_folder.OutputDirLock(tmp_path):
     with pytest.raises(output_folder.OutputDirInUseError, match=f"process {os.getpid()} on "):
       output_folder.OutputDirLock(tmp_path).acquire()

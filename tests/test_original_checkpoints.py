@@ -190,7 +190,7 @@ def _convert_script(*args):
 
 @pytest.mark.parametrize("source", ["init_checkpoint", "output_dir"])
 def test_original_classifier_predicts_as_the_original_forward_pass(files, tmp_path, source,
-                                                                  caplog):
+                                                                   caplog):
   weights = original_weights(num_labels=2)
   write_original(tmp_path / "original", weights, step=7)
   output_dir = tmp_path / "out"
@@ -237,7 +237,7 @@ def test_original_squad_model_predicts_as_the_original_forward_pass(files, tmp_p
     context = np.flatnonzero((features["segment_ids"][row] == 1)
                              & (features["input_mask"][row] == 1))[:-1]  # without the last [SEP]
     best = max((start[i] + end[j], i, j) for i in context for j in context
-                if i <= j < i + max_answer_length)
+               if i <= j < i + max_answer_length)
     top = nbest[question][0]
     assert top["start_logit"] == pytest.approx(start[best[1]], abs=1e-5)
     assert top["end_logit"] == pytest.approx(end[best[2]], abs=1e-5)

@@ -86,7 +86,7 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
              task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24, do_eval=True)
   results = _run_classifier(config=_config(output_dir), do_train=True,
-                                          do_predict=True, **run)
+                            do_predict=True, **run)
 
   majority = max(np.mean([row.endswith("\t1") for row in sentiment["dev"]]), 0.5)
   assert results["eval_accuracy"] > max(0.9, majority + 0.3)
@@ -147,14 +147,14 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
   assert np.array(_read_tsv(output_dir / "test_results_mismatched.tsv")).shape == (5, 3)
 
   _run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
-                                config=_config(output_dir), **common)
+                  config=_config(output_dir), **common)
   ax_rows = _read_tsv(output_dir / "AX.tsv")
   assert ax_rows[0] == ["index", "prediction"] and len(ax_rows) == 5
   assert {row[1] for row in ax_rows[1:]} <= set(labels)
   assert np.array(_read_tsv(output_dir / "test_results_ax.tsv")).shape == (4, 3)
   with pytest.raises(ValueError, match="MNLI"):
     _run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
-                                  config=_config(tmp_path / "fresh"), **common)
+                    config=_config(tmp_path / "fresh"), **common)
 
 
 def test_xnli_trains_on_the_languages_file_and_evaluates_on_its_dev_rows(tmp_path):
@@ -284,7 +284,7 @@ def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp
     _run_classifier(config=_config(tmp_path / "b"), do_eval=True, **run)
   with caplog.at_level(logging.INFO, logger="absl"):
     results = _run_classifier(config=_config(tmp_path / "c"), do_eval=True,
-                                            skip_malformed_rows=True, **run)
+                              skip_malformed_rows=True, **run)
   assert "Read 2 dev examples (1 malformed row(s) skipped)" in caplog.text
   assert results["global_step"] == 0 and 0 <= results["eval_accuracy"] <= 1
 

@@ -107,7 +107,7 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   fresh = BertEncoder(original.config)
   # Two Adam steps at 1e-5 move each weight by at most 2e-5 from the checkpoint's values.
   for start, end, _new in zip(original.trainable_weights, trained.trainable_weights,
-                             fresh.trainable_weights):
+                              fresh.trainable_weights):
     np.testing.assert_allclose(end.numpy(), start.numpy(), atol=1e-4, err_msg=start.path)
   assert max(np.abs(n.numpy() - s.numpy()).max()
              for s, n in zip(original.trainable_weights, fresh.trainable_weights)) > 1e-2

@@ -107,7 +107,7 @@ def test_config_rejects_bad_values(field, value, message):
 def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
   path = tmp_path / "eval_results.txt"
   run_lib.write_eval_results(str(path), {"global_step": 7, "eval_loss": 0.5,
-                                             "eval_accuracy": 0.75})
+                                         "eval_accuracy": 0.75})
   assert path.read_text() == "eval_accuracy = 0.75\neval_loss = 0.5\nglobal_step = 7\n"
   assert os.listdir(tmp_path) == ["eval_results.txt"]
 

@@ -151,7 +151,7 @@ def test_squad_reader_feature_writers_and_evaluation(ram):
 
   predictions = _write(f"{ram}/squad/predictions.json", json.dumps({"q1": "the mat"}))
   assert squad_evaluate.evaluate_files(data_file, predictions) == {"exact_match": 100.0,
-                                                                    "f1": 100.0}
+                                                                   "f1": 100.0}
 
   examples = glue.GlueProcessor(
       "SST-2", os.path.dirname(_write(f"{ram}/SST-2/train.tsv", "sentence\tlabel\ncat\t1\n"))

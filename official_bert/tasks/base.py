@@ -206,7 +206,7 @@ class Task(abc.ABC):
     """`(num_train_steps, num_warmup_steps)` of a run: by default from the epochs, as the
     original fine-tuning scripts did (see `runner.training_steps`)."""
     return runner_lib.training_steps(self.num_train_examples(), config.train_batch_size,
-                          config.num_train_epochs, config.warmup_proportion)
+                                     config.num_train_epochs, config.warmup_proportion)
 
   def train_input_fn(self, runner):
     """`input_fn(batch_size, input_context)` over the training data (see `runner.Runner`);
