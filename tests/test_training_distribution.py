@@ -4,7 +4,7 @@ kernel backend), and two multi-worker processes train in step with dropout on.
 
 The single device compiles its whole step; each replica compiles its forward and backward pass
 (see `Trainer.__init__`). Strategies must be created before TensorFlow starts, so each scenario
-runs in a subprocess that executes this file (`python test_distributed_training.py
+runs in a subprocess that executes this file (`python test_training_distribution.py
 mirrored|worker ...`).
 """
 
