@@ -10,10 +10,11 @@ import pytest
 from safetensors.numpy import load_file
 import tensorflow as tf
 
-from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import tf1
 from official_bert.cli import convert_checkpoint
+
+from testing import assert_no_scheme_folders, file_uri, minilm_model_dir
 
 CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=16, max_position_embeddings=16)

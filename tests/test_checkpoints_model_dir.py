@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import (
   BertClassifier,
   BertConfig,
@@ -28,6 +27,8 @@ from official_bert.checkpoints import (
   save_model_dir,
 )
 from official_bert.common import registry
+
+from testing import shared_data
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", ".",
          "a", "dog", "##s", "ran"]

@@ -11,15 +11,15 @@ from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_checkpoints_tf1 import original_variables
 
-from conftest import run_task
 from official_bert import BertClassifier, BertConfig, BertSpanLabeler
 from official_bert.checkpoints import convert, load_model_dir, restore_task_weights, resume
 from official_bert.cli import convert_checkpoint
 from official_bert.tasks import classification, question_answering
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig, create_optimizer
+
+from testing import original_variables, run_task
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "where", "did", "what",
          "who", "saw", "big", "small", "red", "."]

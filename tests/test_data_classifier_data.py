@@ -4,9 +4,10 @@ import logging
 
 import pytest
 
-from conftest import shared_data
 from official_bert.data import classifier_data, custom_data, glue
 from official_bert.data.classifier_data import DataError, InputExample
+
+from testing import shared_data
 
 BOM = "\ufeff"
 

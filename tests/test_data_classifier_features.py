@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import tokenization
 from official_bert.data import classifier_features, glue
 from official_bert.data.classifier_data import InputExample
+
+from testing import shared_data
 
 # Line number = token id.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog",

@@ -6,10 +6,11 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import shared_data
 from official_bert import BertConfig, BertTokenClassifier, tokenization
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics
+
+from testing import shared_data
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "john", "smith", "##son", "lives", "in", "berlin",
          "."]

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert.data import squad
 from official_bert.evaluation import squad_evaluate, squad_postprocessing
 from official_bert.tokenization import BasicTokenizer, FullTokenizer
+
+from testing import shared_data
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
 

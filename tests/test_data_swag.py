@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from conftest import shared_data
 from official_bert import BertConfig, BertMultipleChoice, tokenization
 from official_bert.data import swag
+
+from testing import shared_data
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "man", "runs", ".", "he", "stops",
          "jump", "##s", "high", "falls", "sits"]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri
+from testing import assert_no_scheme_folders, file_uri
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -20,7 +20,6 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from conftest import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 from official_bert import (
   BertClassifier,
   BertConfig,
@@ -42,6 +41,8 @@ from official_bert.export import (
   export_token_classifier,
 )
 from official_bert.export.signatures import bucket_lengths
+
+from testing import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 
 SMALL_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",

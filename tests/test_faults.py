@@ -33,7 +33,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_task, shared_data
 from official_bert import BertClassifier, BertConfig, BertEncoder, get_preset
 from official_bert.checkpoints import check_init_checkpoint, save_model_dir
 from official_bert.cli import launch
@@ -43,6 +42,8 @@ from official_bert.data import squad, synthetic
 from official_bert.tasks import base, classification, driver, output_folder
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
+
+from testing import run_task, shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import tokenization
 from official_bert.preprocessing import BertInputPacker, BertTokenizerLayer
+
+from testing import shared_data
 
 HANDWRITTEN = [
     "Hello, World! Héllo wörld — «quoted» ¿qué? l'été",

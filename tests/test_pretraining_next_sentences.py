@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert.pretraining import instances as pi
 from official_bert.pretraining import next_sentences
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
+
+from testing import shared_data
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
@@ -20,6 +19,8 @@ from official_bert.data.classifier_data import DataError
 from official_bert.tasks import classification
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
+
+from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -8,13 +8,19 @@ import sys
 
 import numpy as np
 import pytest
-from test_checkpoints_tf1 import original_variables
 
-from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir, shared_data
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
+
+from testing import (
+  assert_no_scheme_folders,
+  file_uri,
+  minilm_model_dir,
+  original_variables,
+  shared_data,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "."]

@@ -10,11 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
 from official_bert.tasks import runner as run_lib
 from official_bert.training import EngineConfig
+
+from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["red", "blue", "green", "cat", "dog", "bird", "tree", "car"]

@@ -8,9 +8,7 @@ import sys
 from absl import flags
 import numpy as np
 import pytest
-from test_training_loop import make_records, write_corpus, write_full_records
 
-from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
@@ -19,6 +17,15 @@ from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
+
+from testing import (
+  assert_no_scheme_folders,
+  file_uri,
+  make_records,
+  shared_data,
+  write_full_records,
+  write_synthetic_corpus,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
@@ -32,7 +39,7 @@ def read_eval_results(path):
 
 @pytest.mark.slow
 def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_path):
-  corpus, vocab, vocab_size = write_corpus(str(tmp_path), num_documents=30)
+  corpus, vocab, vocab_size = write_synthetic_corpus(str(tmp_path), num_documents=30)
   records = str(tmp_path / "tf_examples.tfrecord")
   make_records(corpus, vocab, records)
   config = tmp_path / "bert_config.json"

@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig
 from official_bert.data import conll
 from official_bert.tasks import runner as run_lib
 from official_bert.tasks import tagging
 from official_bert.training import EngineConfig
+
+from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["Smith", "Jones", "Brown", "Taylor", "Wilson", "Davies", "Evans", "Thomas"]

@@ -5,8 +5,9 @@ import random
 
 import pytest
 
-from conftest import shared_data
 from official_bert import tokenization
+
+from testing import shared_data
 
 TINY_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",

@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri
 from official_bert import tokenization
 from official_bert.preprocessing import BertTokenizerLayer
 from official_bert.tokenization import vocab_builder
+
+from testing import assert_no_scheme_folders, file_uri
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "cook", "clean", "open", "work", "help",
