@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from official_bert import BertConfig, BertEncoder, BertPretrainer, checkpoints
+from official_bert import BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import huggingface, load_encoder, load_pretrainer
 
-from testing import minilm_model_dir
+from testing import minilm_model_dir, tiny_bert_config
 
-CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_erf")
+CONFIG = tiny_bert_config(20, hidden_size=8, max_position_embeddings=16, hidden_act="gelu_erf")
 # The Hugging Face `hidden_act` of each GELU: its `gelu` is the exact (erf) form.
 HF_ACTIVATION = {"gelu_erf": "gelu", "gelu_tanh": "gelu_new"}
 

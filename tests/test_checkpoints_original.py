@@ -12,23 +12,22 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertConfig, BertSpanLabeler
+from official_bert import BertClassifier, BertSpanLabeler
 from official_bert.checkpoints import convert, load_model_dir, restore_task_weights, resume
 from official_bert.cli import convert_checkpoint
 from official_bert.tasks import classification, question_answering
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig, create_optimizer
 
-from testing import original_variables, run_task
+from testing import SPECIAL_TOKENS, original_variables, run_task, tiny_bert_config
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "where", "did", "what",
          "who", "saw", "big", "small", "red", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+VOCAB = SPECIAL_TOKENS + WORDS
 HEADS = 2
 # "gelu_new" is the tanh form of GELU, the one the original TF1 code computes and `_gelu` below.
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                    num_attention_heads=HEADS, intermediate_size=32, max_position_embeddings=32,
-                    hidden_act="gelu_new")
+CONFIG = tiny_bert_config(len(VOCAB), num_attention_heads=HEADS, max_position_embeddings=32,
+                          hidden_act="gelu_new")
 SEQ = 16
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2,
                       save_checkpoints_steps=2)

@@ -7,10 +7,9 @@ import tensorflow as tf
 from official_bert import BertConfig, BertEncoder, BertPretrainer
 from official_bert.checkpoints import tf1
 
-from testing import original_variables, shared_data
+from testing import original_variables, shared_data, tiny_bert_config
 
-CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=16, max_position_embeddings=16)
+CONFIG = tiny_bert_config(20, hidden_size=8, max_position_embeddings=16)
 
 
 def write_original_checkpoint(prefix, variables, step=7):

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from official_bert import BertConfig, BertMultipleChoice, tokenization
+from official_bert import BertMultipleChoice, tokenization
 from official_bert.data import swag
 
-from testing import shared_data
+from testing import shared_data, tiny_bert_config
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "man", "runs", ".", "he", "stops",
          "jump", "##s", "high", "falls", "sits"]
@@ -186,8 +186,7 @@ def test_dataset(tokenizer):
     np.testing.assert_array_equal(tensor.numpy(), getattr(features, name)[:2])
   assert labels.numpy().tolist() == [0, 1]
   assert batches[2][1].numpy().tolist() == [0]
-  config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32)
+  config = tiny_bert_config(len(VOCAB))
   assert BertMultipleChoice(config, num_choices=4)(inputs)["logits"].shape == (2, 4)
 
   training = swag.make_dataset(features, batch_size=2, is_training=True, seed=3)

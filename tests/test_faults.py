@@ -43,10 +43,9 @@ from official_bert.tasks import base, classification, driver, output_folder
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
-from testing import run_task, shared_data
+from testing import SPECIAL_TOKENS, run_task, shared_data, tiny_bert_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
 
@@ -64,11 +63,10 @@ def tiny(tmp_path_factory):
       enumerate(rows)))
   words = sorted({word for sentence, _ in rows for word in sentence.split()})
   vocab = directory / "vocab.txt"
-  vocab.write_text("\n".join(SPECIAL + words) + "\n")
+  vocab.write_text("\n".join(SPECIAL_TOKENS + words) + "\n")
   config = directory / "bert_config.json"
-  BertConfig(vocab_size=len(SPECIAL) + len(words), hidden_size=32, num_hidden_layers=2,
-             num_attention_heads=2, intermediate_size=64,
-             max_position_embeddings=32).to_json_file(config)
+  tiny_bert_config(len(SPECIAL_TOKENS) + len(words), hidden_size=32,
+                   max_position_embeddings=32).to_json_file(config)
   return {"sst2": sst2, "mrpc": mrpc, "vocab": str(vocab), "config": str(config),
           "directory": directory}
 
@@ -172,9 +170,8 @@ def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_erro
 
 def _small_config_file(folder, **changes):
   path = os.path.join(folder, "small_config.json")
-  values = dict(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
-                           num_attention_heads=2, intermediate_size=32,
-                           max_position_embeddings=16).to_dict(), **changes)
+  values = dict(tiny_bert_config(40, num_hidden_layers=1, max_position_embeddings=16).to_dict(),
+                **changes)
   with open(path, "w", encoding="utf-8") as f:
     json.dump({key: value for key, value in values.items() if value is not None}, f)
   return path

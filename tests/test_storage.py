@@ -34,10 +34,11 @@ from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 
+from testing import SPECIAL_TOKENS, tiny_bert_config
+
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", ".", "is", "where"]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                    num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+VOCAB = SPECIAL_TOKENS + WORDS
+CONFIG = tiny_bert_config(len(VOCAB), max_position_embeddings=32)
 
 
 @pytest.fixture

@@ -20,10 +20,16 @@ from official_bert.tasks import classification
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
-from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
+from testing import (
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=50, log_steps=50)
 
 
@@ -32,11 +38,10 @@ def _model_files(directory, words, hidden=64):
   os.makedirs(directory, exist_ok=True)
   vocab = os.path.join(directory, "vocab.txt")
   with open(vocab, "w", encoding="utf-8") as f:
-    f.write("\n".join(SPECIAL + sorted(set(words))) + "\n")
+    f.write("\n".join(SPECIAL_TOKENS + sorted(set(words))) + "\n")
   config = os.path.join(directory, "bert_config.json")
-  BertConfig(vocab_size=len(SPECIAL) + len(set(words)), hidden_size=hidden, num_hidden_layers=2,
-             num_attention_heads=2, intermediate_size=2 * hidden,
-             max_position_embeddings=128).to_json_file(config)
+  tiny_bert_config(len(SPECIAL_TOKENS) + len(set(words)), hidden_size=hidden,
+                   max_position_embeddings=128).to_json_file(config)
   return config, vocab
 
 
@@ -339,8 +344,7 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
   glue = shared_data("glue")
   vocab = str(shared_data("vocab/bert-base-uncased-vocab.txt"))
   config = str(tmp_path / "bert_config.json")
-  BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-             intermediate_size=32).to_json_file(config)
+  tiny_bert_config(30522, num_hidden_layers=1).to_json_file(config)
   for split, count in (("train", 48), ("dev", 20), ("test", 10)):
     _real_rows(glue / "MRPC" / f"{split}.tsv", tmp_path / "MRPC" / f"{split}.tsv", count)
   output_dir = tmp_path / "mrpc_out"

@@ -15,18 +15,19 @@ from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 
 from testing import (
+  SPECIAL_TOKENS,
   assert_no_scheme_folders,
   file_uri,
   minilm_model_dir,
   original_variables,
   shared_data,
+  tiny_bert_config,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                    num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+VOCAB = SPECIAL_TOKENS + WORDS
+CONFIG = tiny_bert_config(len(VOCAB), hidden_size=32, max_position_embeddings=128)
 LINES = ["The cat sat on the mat.", "A dog ran far away ||| the cat sat", "", "zebra cat"]
 
 
@@ -323,8 +324,7 @@ def _check_features_match_the_original(prefix, lines, tmp_path):
 
 
 def test_features_of_an_original_checkpoint_are_the_originals_tanh_gelu_network(tmp_path):
-  config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+  config = tiny_bert_config(len(VOCAB), max_position_embeddings=16)
   prefix = write_original_checkpoint(tmp_path / "original", config, VOCAB)
   lines = ["the cat sat on the mat .", "a dog ran ||| far away", "the"]
   config, inputs, expected = _check_features_match_the_original(prefix, lines, tmp_path)

@@ -10,26 +10,31 @@ import sys
 import numpy as np
 import pytest
 
-from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
 from official_bert.tasks import runner as run_lib
 from official_bert.training import EngineConfig
 
-from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
+from testing import (
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["red", "blue", "green", "cat", "dog", "bird", "tree", "car"]
 FILLER = ["the", "a", "is", "here", "then", "there", "again", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + KEYS + FILLER
+VOCAB = SPECIAL_TOKENS + KEYS + FILLER
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
           "ending1", "ending2", "ending3"]
 
 
 def _write_model_files(folder, vocab):
   (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-  config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  config = tiny_bert_config(len(vocab), hidden_size=64, intermediate_size=64,
+                            max_position_embeddings=64, dropout=0.0)
   config.to_json_file(str(folder / "bert_config.json"))
   return str(folder / "bert_config.json"), str(folder / "vocab.txt")
 

@@ -24,10 +24,16 @@ from official_bert.tasks.runner import RunConfig
 from official_bert.tokenization import BasicTokenizer
 from official_bert.training import EngineConfig
 
-from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
+from testing import (
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 ENGINE = EngineConfig(enable_xla=False, seed=1, steps_per_loop=100, log_steps=100)
 FIRST = ("Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas",
          "Kofi", "Lena", "Marco", "Nadia", "Oscar", "Petra", "Rosa", "Sven", "Tara", "Umar")
@@ -95,14 +101,13 @@ def _model_files(directory, data_sets=(), vocab_file=None, max_position_embeddin
           words.update(tokenizer.tokenize(qa["question"]))
     vocab_file = os.path.join(directory, "vocab.txt")
     with open(vocab_file, "w", encoding="utf-8") as f:
-      f.write("\n".join(SPECIAL + sorted(words)) + "\n")
+      f.write("\n".join(SPECIAL_TOKENS + sorted(words)) + "\n")
   with open(vocab_file, encoding="utf-8") as f:
     vocab_size = sum(1 for _ in f)
   config_file = os.path.join(directory, "bert_config.json")
-  BertConfig(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-             intermediate_size=256, max_position_embeddings=max_position_embeddings,
-             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-             initializer_range=0.2).to_json_file(config_file)
+  tiny_bert_config(vocab_size, hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                   max_position_embeddings=max_position_embeddings, dropout=0.0,
+                   initializer_range=0.2).to_json_file(config_file)
   return config_file, vocab_file
 
 

@@ -7,13 +7,12 @@ import sys
 
 import pytest
 
-from official_bert import BertConfig
 from official_bert.data import conll
 from official_bert.tasks import runner as run_lib
 from official_bert.tasks import tagging
 from official_bert.training import EngineConfig
 
-from testing import assert_no_scheme_folders, file_uri, run_task, shared_data
+from testing import assert_no_scheme_folders, file_uri, run_task, shared_data, tiny_bert_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["Smith", "Jones", "Brown", "Taylor", "Wilson", "Davies", "Evans", "Thomas"]
@@ -25,10 +24,8 @@ VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "mr", "mrs", ".", "in"]
 
 
 def _write_model_files(folder, vocab_size, hidden_dropout=0.0):
-  config = BertConfig(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=hidden_dropout,
-                      attention_probs_dropout_prob=hidden_dropout)
+  config = tiny_bert_config(vocab_size, hidden_size=64, intermediate_size=64,
+                            max_position_embeddings=64, dropout=hidden_dropout)
   config.to_json_file(str(folder / "bert_config.json"))
   return str(folder / "bert_config.json")
 

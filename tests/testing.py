@@ -335,7 +335,7 @@ def _assert_same_outputs(actual, expected):
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(e))
 
 
-def run_layer_test(layer_class, init_kwargs, input_data, expected_output_shape,
+def run_layer_test(layer_class, init_kwargs, input_data, expected_output_shape, call_args=(),
                    call_kwargs=None, expected_num_weights=None):
   """Builds and calls a layer, and checks that its config rebuilds it: the rebuilt layer, given
   the same weights, gives the same outputs. Returns (layer, outputs).
@@ -344,25 +344,30 @@ def run_layer_test(layer_class, init_kwargs, input_data, expected_output_shape,
     layer_class: the layer's class.
     init_kwargs: its constructor's arguments.
     input_data: the first positional argument of `call`.
-    expected_output_shape: the output's shape, or a dict of shapes for a dict of outputs.
-    call_kwargs: other arguments of `call` (a mask, ...); `training` is False unless given.
+    expected_output_shape: the output's shape; a dict or tuple of shapes for a dict or tuple
+      of outputs.
+    call_args: the other positional arguments of `call` (a padding mask, ...).
+    call_kwargs: its keyword arguments; `training` is left to its default (inference).
     expected_num_weights: how many weights the built layer must hold, when given.
   """
   call_kwargs = dict(call_kwargs or {})
   layer = layer_class(**init_kwargs)
-  outputs = layer(input_data, **call_kwargs)
+  outputs = layer(input_data, *call_args, **call_kwargs)
   if isinstance(outputs, dict):
     shapes = {name: tuple(output.shape) for name, output in outputs.items()}
     expected = {name: tuple(shape) for name, shape in expected_output_shape.items()}
+  elif isinstance(outputs, (tuple, list)):
+    shapes = tuple(tuple(output.shape) for output in outputs)
+    expected = tuple(tuple(shape) for shape in expected_output_shape)
   else:
     shapes, expected = tuple(outputs.shape), tuple(expected_output_shape)
   assert shapes == expected, shapes
   if expected_num_weights is not None:
     assert len(layer.weights) == expected_num_weights, [w.path for w in layer.weights]
   for restored in assert_config_round_trips(layer):
-    restored(input_data, **call_kwargs)
+    restored(input_data, *call_args, **call_kwargs)
     restored.set_weights(layer.get_weights())
-    _assert_same_outputs(restored(input_data, **call_kwargs), outputs)
+    _assert_same_outputs(restored(input_data, *call_args, **call_kwargs), outputs)
   return layer, outputs
 
 
