@@ -10,7 +10,7 @@ from official_bert import BertTokenClassifier, tokenization
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics
 
-from testing import shared_data, tiny_bert_config
+from testing import shared_data, tiny_bert_config, tiny_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "john", "smith", "##son", "lives", "in", "berlin",
          "."]
@@ -32,9 +32,7 @@ Berlin NNP B-NP I-LOC
 
 @pytest.fixture
 def tokenizer(tmp_path):
-  vocab_file = tmp_path / "vocab.txt"
-  vocab_file.write_text("\n".join(VOCAB) + "\n")
-  return tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  return tiny_tokenizer(tmp_path / "vocab.txt", VOCAB)
 
 
 def _sentence(words, tags, line=1):

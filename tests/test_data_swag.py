@@ -8,7 +8,7 @@ import pytest
 from official_bert import BertMultipleChoice, tokenization
 from official_bert.data import swag
 
-from testing import shared_data, tiny_bert_config
+from testing import shared_data, tiny_bert_config, tiny_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "man", "runs", ".", "he", "stops",
          "jump", "##s", "high", "falls", "sits"]
@@ -17,9 +17,7 @@ CSV_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,endi
 
 @pytest.fixture
 def tokenizer(tmp_path):
-  vocab_file = tmp_path / "vocab.txt"
-  vocab_file.write_text("\n".join(VOCAB) + "\n")
-  return tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  return tiny_tokenizer(tmp_path / "vocab.txt", VOCAB)
 
 
 def _example(label=1):

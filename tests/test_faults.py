@@ -43,9 +43,8 @@ from official_bert.tasks import base, classification, driver, output_folder
 from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
-from testing import SPECIAL_TOKENS, run_task, shared_data, tiny_bert_config
+from testing import REPOSITORY, SPECIAL_TOKENS, run_task, shared_data, tiny_bert_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
 
@@ -178,7 +177,7 @@ def _small_config_file(folder, **changes):
 
 
 def _classifier_command(tiny, output_dir, *extra):
-  return [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=SST-2",
+  return [sys.executable, os.path.join(REPOSITORY, "run_classifier.py"), "--task_name=SST-2",
           f"--data_dir={tiny['sst2']}", f"--vocab_file={tiny['vocab']}",
           f"--bert_config_file={tiny['config']}", f"--output_dir={output_dir}",
           "--max_seq_length=16", "--train_batch_size=16", "--enable_xla=false", "--do_train",

@@ -41,6 +41,7 @@ from official_bert.training import EngineConfig
 from official_bert.training.checkpointing import UnreadableCheckpointError
 
 from testing import (
+  REPOSITORY,
   make_trainer,
   pretraining_dataset_fn,
   run_task,
@@ -51,7 +52,6 @@ from testing import (
   write_vocab,
 )
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"),
                                 reason="finds child processes through /proc (Linux)")
 
@@ -102,7 +102,7 @@ def _start_with_a_ready_worker(big_corpus, output, log_path):
   corpus, vocab, _ = big_corpus
   with open(log_path, "w", encoding="utf-8") as log:
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "create_pretraining_data.py"), f"--input_file={corpus}",
+        [sys.executable, str(REPOSITORY / "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=64",
          "--dupe_factor=10", "--num_workers=2", "--shard_size_mb=0.1"],
         stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

@@ -14,9 +14,8 @@ from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
 
-from testing import SPECIAL_TOKENS, shared_data
+from testing import REPOSITORY, SPECIAL_TOKENS, shared_data
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 # Each book, and the short documents, use words of their own: a token tells its source.
 SOURCES = ["alpha", "bravo", "charlie", "short"]
 WORDS = {source: [f"{source}{i}" for i in range(12)] for source in SOURCES}
@@ -24,7 +23,8 @@ WORDS = {source: [f"{source}{i}" for i in range(12)] for source in SOURCES}
 
 def load_benchmark():
   """`benchmarks/nsp_fidelity.py`, which holds the reference (the original's algorithm)."""
-  spec = importlib.util.spec_from_file_location("nsp_fidelity", REPO / "benchmarks/nsp_fidelity.py")
+  spec = importlib.util.spec_from_file_location("nsp_fidelity",
+                                                REPOSITORY / "benchmarks/nsp_fidelity.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module

@@ -21,6 +21,7 @@ from official_bert.pretraining.workers import ShardRunner
 from official_bert.pretraining.writer import serialize_instances
 
 from testing import (
+  REPOSITORY,
   assert_no_scheme_folders,
   file_uri,
   shared_data,
@@ -28,7 +29,6 @@ from testing import (
   write_vocab,
 )
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 ORIGINAL_DTYPES = {"input_ids": "int64_list", "input_mask": "int64_list",
                    "segment_ids": "int64_list", "masked_lm_positions": "int64_list",
                    "masked_lm_ids": "int64_list", "masked_lm_weights": "float_list",
@@ -254,7 +254,7 @@ def test_script_with_two_workers_matches_one_worker_in_process(corpus, tmp_path)
   output = tmp_path / "script.tfrecord"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
-      [sys.executable, str(REPO / "create_pretraining_data.py"),
+      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
        f"--input_file={file_uri(corpus[0])}", f"--output_file={file_uri(output)}",
        f"--vocab_file={file_uri(corpus[1])}", "--max_seq_length=64",
        "--dupe_factor=2", "--num_workers=2", "--shard_size_mb=0.003", "--random_seed=3"],

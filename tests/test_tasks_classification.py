@@ -21,6 +21,7 @@ from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 from testing import (
+  REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
   file_uri,
@@ -29,7 +30,6 @@ from testing import (
   tiny_bert_config,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=50, log_steps=50)
 
 
@@ -390,7 +390,7 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 "
              "--train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 "
              f"--output_dir={file_uri(tmp_path)}/mrpc_output/")
-  completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
+  completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
   results = dict(line.split(" = ") for line in
@@ -402,8 +402,8 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   # The original TPU flags are accepted; the original checks stop a misuse before any work.
   misuse = command.replace("--max_seq_length=128", "--max_seq_length=256 --use_tpu=false "
                            "--iterations_per_loop=10 --num_tpu_cores=8")
-  completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True, cwd=ROOT,
-                             env=env, capture_output=True, text=True, timeout=300)
+  completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True,
+                             cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
   assert completed.returncode != 0
   assert "Cannot use sequence length 256" in completed.stderr
   assert not (tmp_path / "misuse_output").exists()

@@ -15,6 +15,7 @@ from official_bert.tasks.base import Modes
 from official_bert.tasks.runner import RunConfig
 
 from testing import (
+  REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
   file_uri,
@@ -24,7 +25,6 @@ from testing import (
   tiny_bert_config,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "."]
 VOCAB = SPECIAL_TOKENS + WORDS
 CONFIG = tiny_bert_config(len(VOCAB), hidden_size=32, max_position_embeddings=128)
@@ -347,8 +347,8 @@ def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored()
           "'--num_tpu_cores=8', '--use_one_hot_embeddings=true']); "
           "print(tool.FLAGS.use_tpu, tool.FLAGS.master, tool.FLAGS.num_tpu_cores, "
           "tool.FLAGS.use_one_hot_embeddings, *tool.ignored_flags_set())")
-  result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
+                          text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split() == ["True", "grpc://10.0.0.2:8470", "8", "True", "use_tpu",
                                    "master", "use_one_hot_embeddings"]
@@ -361,7 +361,7 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
 
   # Every path a file:// URL, as gs:// ones would be given.
   output, export_dir = tmp_path / "out" / "features.jsonl", tmp_path / "encoder_savedmodel"
-  command = [sys.executable, os.path.join(ROOT, "extract_features.py"),
+  command = [sys.executable, os.path.join(REPOSITORY, "extract_features.py"),
              f"--input_file={file_uri(input_file)}", f"--output_file={file_uri(output)}",
              f"--init_checkpoint={file_uri(checkpoint[1])}", "--layers=-1",
              "--max_seq_length=16", "--batch_size=2", f"--export_dir={file_uri(export_dir)}",

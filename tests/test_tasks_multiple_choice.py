@@ -15,6 +15,7 @@ from official_bert.tasks import runner as run_lib
 from official_bert.training import EngineConfig
 
 from testing import (
+  REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
   file_uri,
@@ -23,7 +24,6 @@ from testing import (
   tiny_bert_config,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = ["red", "blue", "green", "cat", "dog", "bird", "tree", "car"]
 FILLER = ["the", "a", "is", "here", "then", "there", "again", "."]
 VOCAB = SPECIAL_TOKENS + KEYS + FILLER
@@ -125,7 +125,7 @@ def test_script_on_real_swag_sample(tmp_path):
   config_file, vocab_file = _write_model_files(tmp_path, VOCAB[:5] + sorted(words))
   output_dir = tmp_path / "output"
   # Every path a file:// URL, as gs:// ones would be given.
-  command = [sys.executable, os.path.join(ROOT, "run_swag.py"),
+  command = [sys.executable, os.path.join(REPOSITORY, "run_swag.py"),
              f"--bert_config_file={file_uri(config_file)}", f"--vocab_file={file_uri(vocab_file)}",
              f"--output_dir={file_uri(output_dir)}", f"--train_file={file_uri(sample)}",
              f"--eval_file={file_uri(sample)}", f"--predict_file={file_uri(sample)}",

@@ -19,22 +19,18 @@ from official_bert.tasks.runner import RunConfig
 from official_bert.training import EngineConfig
 
 from testing import (
+  REPOSITORY,
   assert_no_scheme_folders,
   file_uri,
   make_records,
+  read_eval_results,
   shared_data,
   write_full_records,
   write_synthetic_corpus,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
              "next_sentence_loss"}
-
-
-def read_eval_results(path):
-  with open(path, encoding="utf-8") as f:
-    return {key: float(value) for key, value in (line.split(" = ") for line in f)}
 
 
 @pytest.mark.slow
@@ -53,14 +49,14 @@ def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_pa
   def run(num_train_steps):
     # Every path a file:// URL, as gs:// ones would be given.
     command = [
-        sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+        sys.executable, os.path.join(REPOSITORY, "run_pretraining.py"),
         f"--input_file={file_uri(records)}", f"--output_dir={file_uri(output_dir)}",
         "--do_train=True", "--do_eval=True", f"--bert_config_file={file_uri(config)}",
         "--train_batch_size=32", "--max_seq_length=32",
         "--max_predictions_per_seq=5", f"--num_train_steps={num_train_steps}",
         "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
         "--iterations_per_loop=2", f"--vocab_file={file_uri(vocab)}", "--enable_xla=false"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-5000:]
     return result.stderr

@@ -25,15 +25,16 @@ from official_bert.tokenization import BasicTokenizer
 from official_bert.training import EngineConfig
 
 from testing import (
+  REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
   file_uri,
+  read_eval_results,
   run_task,
   shared_data,
   tiny_bert_config,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = EngineConfig(enable_xla=False, seed=1, steps_per_loop=100, log_steps=100)
 FIRST = ("Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas",
          "Kofi", "Lena", "Marco", "Nadia", "Oscar", "Petra", "Rosa", "Sven", "Tara", "Umar")
@@ -122,12 +123,8 @@ def _run(model, output_dir, *, epochs=None, **kwargs):
   values.update(kwargs)
   run_task(question_answering.SquadTask, bert_config_file=model[0], vocab_file=model[1],
            config=config, **values)
-  return _read_results(output_dir) if (output_dir / "eval_results.txt").exists() else {}
-
-
-def _read_results(output_dir):
-  lines = (output_dir / "eval_results.txt").read_text().splitlines()
-  return {key: float(value) for key, value in (line.split(" = ") for line in lines)}
+  results = output_dir / "eval_results.txt"
+  return read_eval_results(results) if results.exists() else {}
 
 
 @pytest.fixture(scope="module")
@@ -314,11 +311,11 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 --learning_rate=3e-5 "
              "--num_train_epochs=2.0 --max_seq_length=384 --doc_stride=128 "
              f"--output_dir={file_uri(tmp_path)}/squad_base/")
-  completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
+  completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
   output_dir = tmp_path / "squad_base"
-  results = _read_results(output_dir)
+  results = read_eval_results(output_dir / "eval_results.txt")
   assert sorted(results) == ["exact_match", "f1", "global_step"]
   assert results["global_step"] == 4  # int(24 questions / 12 * 2.0 epochs)
   predictions = json.loads((output_dir / "predictions.json").read_text())

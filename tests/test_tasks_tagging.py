@@ -12,9 +12,16 @@ from official_bert.tasks import runner as run_lib
 from official_bert.tasks import tagging
 from official_bert.training import EngineConfig
 
-from testing import assert_no_scheme_folders, file_uri, run_task, shared_data, tiny_bert_config
+from testing import (
+  REPOSITORY,
+  assert_no_scheme_folders,
+  file_uri,
+  read_eval_results,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["Smith", "Jones", "Brown", "Taylor", "Wilson", "Davies", "Evans", "Thomas"]
 PLACES = ["Paris", "London", "Berlin", "Rome"]
 TWO_WORD_NAMES = 0.15  # share of persons named by two words (B-PER I-PER)
@@ -75,11 +82,6 @@ def _run_ner(*, config, **kwargs):
   return run_task(tagging.NerTask, config=config, output_dir=config.output_dir, **kwargs)
 
 
-def _read_results(path):
-  return {key: float(value) for key, value in
-          (line.split(" = ") for line in path.read_text().splitlines())}
-
-
 def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   data_dir = tmp_path / "data"
   test_sentences = _write_data(data_dir, random.Random(0))
@@ -92,7 +94,7 @@ def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
 
   assert results["eval_f1"] > 0.8, results
   assert results["eval_PER/f1"] > 0.7 and results["eval_LOC/f1"] > 0.8
-  assert _read_results(output_dir / "eval_results.txt") == pytest.approx(results)
+  assert read_eval_results(output_dir / "eval_results.txt") == pytest.approx(results)
   assert {"eval_loss", "eval_precision", "eval_recall", "eval_token_accuracy", "global_step",
           "eval_PER/precision", "eval_LOC/recall"} <= set(results)
   assert (output_dir / "labels.txt").read_text().split() == ["O", "B-LOC", "B-PER", "I-PER"]
@@ -188,7 +190,8 @@ def test_script_tags_and_exports(tmp_path):
   config_file = _write_model_files(tmp_path, len(VOCAB))
   output_dir, export_dir = tmp_path / "output", tmp_path / "savedmodel"
   # Every path a file:// URL, as gs:// ones would be given.
-  command = [sys.executable, os.path.join(ROOT, "run_ner.py"), f"--data_dir={file_uri(data_dir)}",
+  command = [sys.executable, os.path.join(REPOSITORY, "run_ner.py"),
+             f"--data_dir={file_uri(data_dir)}",
              f"--bert_config_file={file_uri(config_file)}",
              f"--vocab_file={file_uri(data_dir / 'vocab.txt')}",
              f"--output_dir={file_uri(output_dir)}", f"--export_dir={file_uri(export_dir)}",
@@ -198,7 +201,7 @@ def test_script_tags_and_exports(tmp_path):
   result = subprocess.run(command, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert_no_scheme_folders(tmp_path)
-  results = _read_results(output_dir / "eval_results.txt")
+  results = read_eval_results(output_dir / "eval_results.txt")
   assert results["global_step"] == 8 and 0 <= results["eval_f1"] <= 1
   blocks = (output_dir / "test_predictions.txt").read_text().strip("\n").split("\n\n")
   assert [len(block.split("\n")) for block in blocks] == [len(s) for s in test_sentences]

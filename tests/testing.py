@@ -28,6 +28,7 @@ from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import pretraining_dataset
 from official_bert.pretraining.task import pretraining_metrics
+from official_bert.tokenization import FullTokenizer
 from official_bert.training import EngineConfig, Trainer, create_optimizer
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -312,6 +313,17 @@ def run_task(task_class, *, config, bert_config_file, do_train=False, do_eval=Fa
   modes = Modes(train=do_train, eval=do_eval, predict=do_predict)
   task = task_class(bert_config=BertConfig.from_json_file(bert_config_file), **task_args)
   return driver.run(task, config, modes)
+
+
+def read_eval_results(path):
+  """The `name = value` lines of an `eval_results.txt`, as a dict of floats."""
+  with open(path, encoding="utf-8") as f:
+    return {key: float(value) for key, value in (line.split(" = ") for line in f)}
+
+
+def tiny_tokenizer(path, tokens, do_lower_case=True):
+  """A `FullTokenizer` over `tokens`, written as a vocab.txt at `path`."""
+  return FullTokenizer(write_vocab(path, tokens), do_lower_case=do_lower_case)
 
 
 # === Checks every layer and model passes ===
