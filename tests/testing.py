@@ -100,13 +100,18 @@ def write_vocab(path, tokens=None):
   """Writes a vocab.txt (one token a line; the parent folder is made) and returns its path.
 
   Args:
-    path: a `pathlib.Path`.
+    path: where to write it (a `str` or `pathlib.Path`).
     tokens: the tokens in id order; by default the word pieces of `write_corpus`' text.
   """
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text("".join(token + "\n" for token in tokens or _CORPUS_VOCAB), encoding="utf-8")
   return str(path)
+
+
+def tiny_tokenizer(path, tokens, do_lower_case=True):
+  """A `FullTokenizer` over `tokens`, written as a vocab.txt at `path`."""
+  return FullTokenizer(write_vocab(path, tokens), do_lower_case=do_lower_case)
 
 
 # === Text and pre-training records ===
@@ -319,11 +324,6 @@ def read_eval_results(path):
   """The `name = value` lines of an `eval_results.txt`, as a dict of floats."""
   with open(path, encoding="utf-8") as f:
     return {key: float(value) for key, value in (line.split(" = ") for line in f)}
-
-
-def tiny_tokenizer(path, tokens, do_lower_case=True):
-  """A `FullTokenizer` over `tokens`, written as a vocab.txt at `path`."""
-  return FullTokenizer(write_vocab(path, tokens), do_lower_case=do_lower_case)
 
 
 # === Checks every layer and model passes ===
