@@ -16,10 +16,6 @@ from absl import app, flags
 
 from official_bert.common.errors import UserError
 
-flags.DEFINE_bool("verbose", False,
-                  "Show the full traceback of an error in the input (bad data, flags or folders) "
-                  "instead of its one-line message.")
-
 FLAGS = flags.FLAGS
 USER_ERROR_STATUS = 2
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,12 +36,15 @@ def is_user_error(error):
 
 
 def launch(work, required_flags=()):
-  """Runs a tool as an absl program.
+  """Runs a tool as an absl program, with `--verbose` beside the tool's own flags.
 
   Args:
     work: `work()` does the tool's one library call, reading the parsed flags.
     required_flags: names of the flags that must be given.
   """
+  flags.DEFINE_bool("verbose", False,
+                    "Show the full traceback of an error in the input (bad data, flags or "
+                    "folders) instead of its one-line message.")
   flags.mark_flags_as_required(list(required_flags))
 
   def main(argv):
