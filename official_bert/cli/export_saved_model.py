@@ -14,24 +14,28 @@ from absl import flags
 from official_bert import export
 from official_bert.cli.launch import launch
 
-flags.DEFINE_string("model_dir", None,
-                    "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
-flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
-                    "<model_base_path>/<version>).")
-flags.DEFINE_integer("max_seq_length", None,
-                     "Sequence length of the raw-text signatures. Default: the one of training, "
-                     "or 128 for a pre-trained folder.")
-flags.DEFINE_bool("do_lower_case", None,
-                  "Whether the model is uncased. Default: from model.json; required for a "
-                  "pre-trained folder.")
-flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
-flags.DEFINE_list("buckets", None,
-                  "Sequence lengths a raw-text batch is padded to: the smallest that holds its "
-                  "longest text (max_seq_length is always one). Default: 16, 32, 64, ... below "
-                  "max_seq_length; 'none' pads every batch to max_seq_length.")
-flags.DEFINE_bool("jit_compile", export.DEFAULT_JIT_COMPILE,
-                  "Compile the model (not the tokenizer) with XLA inside the SavedModel.")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("model_dir", None,
+                      "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
+  flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
+                      "<model_base_path>/<version>).")
+  flags.DEFINE_integer("max_seq_length", None,
+                       "Sequence length of the raw-text signatures. Default: the one of training, "
+                       "or 128 for a pre-trained folder.")
+  flags.DEFINE_bool("do_lower_case", None,
+                    "Whether the model is uncased. Default: from model.json; required for a "
+                    "pre-trained folder.")
+  flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
+  flags.DEFINE_list("buckets", None,
+                    "Sequence lengths a raw-text batch is padded to: the smallest that holds its "
+                    "longest text (max_seq_length is always one). Default: 16, 32, 64, ... below "
+                    "max_seq_length; 'none' pads every batch to max_seq_length.")
+  flags.DEFINE_bool("jit_compile", export.DEFAULT_JIT_COMPILE,
+                    "Compile the model (not the tokenizer) with XLA inside the SavedModel.")
 
 
 def _buckets(values):
@@ -54,6 +58,7 @@ def main():
 
 def run():
   """The `bert-export-saved-model` command (and `python export_saved_model.py`)."""
+  define_flags()
   launch(main, ["model_dir", "export_dir"], inputs=["model_dir"], outputs=["export_dir"])
 
 
