@@ -68,7 +68,7 @@ def _results(path):
 def _print_results(title, path, keys):
   results = _results(path)
   print(f"{title}: " + ", ".join(f"{key} {float(results[key]):.4f}" for key in keys
-                                  if key in results))
+                                 if key in results))
 
 
 def _prepare_data(output_dir):

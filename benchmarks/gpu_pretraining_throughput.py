@@ -77,7 +77,7 @@ class SquadFineTuning:
                            model_dir=self.model_dir.name, config=engine)
     features, _ = random_batch(batch, seq, 1)
     features = {name: features[name] for name in ("input_word_ids", "input_mask",
-                                                   "input_type_ids")}
+                                                  "input_type_ids")}
     rng = np.random.default_rng(1)
     labels = {"start_positions": rng.integers(0, seq, batch).astype("int32"),
               "end_positions": rng.integers(0, seq, batch).astype("int32")}

@@ -1,7 +1,6 @@
 """The Apache Beam path of pre-training data: the local path's records, on Beam's runners."""
 
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -13,8 +12,8 @@ from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import REPOSITORY, SPECIAL_TOKENS, write_vocab
+
 # Each book, and the short documents, use words of their own: a token tells its source.
 SOURCES = ["alpha", "bravo", "short"]
 WORDS = {source: [f"{source}{i}" for i in range(10)] for source in SOURCES}
@@ -50,7 +49,7 @@ def books(tmp_path_factory):
                               for _ in range(80)) + "\n")
   files.append(str(path))
   vocab = folder / "vocab.txt"
-  vocab.write_text("\n".join(SPECIALS + [w for s in SOURCES for w in WORDS[s]]) + "\n")
+  write_vocab(vocab, SPECIAL_TOKENS + [w for s in SOURCES for w in WORDS[s]])
   return files, str(vocab), min(os.path.getsize(f) for f in files[:2])
 
 
@@ -75,7 +74,7 @@ def run_both(books, tmp_path, beam_args, gzip=False, **kwargs):
 
 
 def source_of(token_ids):
-  return {SOURCES[(i - len(SPECIALS)) // 10] for i in token_ids.tolist()}
+  return {SOURCES[(i - len(SPECIAL_TOKENS)) // 10] for i in token_ids.tolist()}
 
 
 def test_records_and_stats_equal_the_local_path(books, tmp_path):
@@ -128,7 +127,7 @@ def test_a_runner_without_apache_beam_names_the_extra(books, tmp_path):
        f"--output_file={tmp_path / 'out.tfrecord'}", f"--vocab_file={vocab}",
        "--runner=DirectRunner", "--direct_num_workers=2"],
       capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3"))
+      env=dict(os.environ, PYTHONPATH=str(REPOSITORY), TF_CPP_MIN_LOG_LEVEL="3"))
   errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
   assert done.returncode == 2, done.stderr
   assert errors == ['error: --runner=DirectRunner needs Apache Beam, which is not installed: '
@@ -155,13 +154,14 @@ def test_the_script_hands_the_flags_it_does_not_know_to_beam(books, tmp_path):
                           shard_bytes=shard_bytes)
   output = tmp_path / "beam" / "train.tfrecord"
   done = subprocess.run(
-      [sys.executable, str(REPO / "create_pretraining_data.py"), f"--input_file={','.join(files)}",
+      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
+       f"--input_file={','.join(files)}",
        f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=48",
        "--dupe_factor=2", f"--shard_size_mb={shard_bytes / 2**20}", "--num_output_shards=2",
        "--runner", "DirectRunner", "--direct_running_mode", "multi_threading",
        "--direct_num_workers=1"],
       capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3"))
+      env=dict(os.environ, PYTHONPATH=str(REPOSITORY), TF_CPP_MIN_LOG_LEVEL="3"))
   assert done.returncode == 0, done.stderr[-3000:]
   assert sorted(p.name for p in output.parent.iterdir()) == [
       "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]

@@ -4,50 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import BertConfig, BertEncoder, BertPretrainer
 from official_bert.checkpoints import tf1
 
-CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=16, max_position_embeddings=16)
+from testing import original_variables, shared_data, tiny_bert_config
 
-
-def original_variables(config, heads=True, seed=0):
-  """Random values under the names and shapes of Google's released checkpoints."""
-  rng = np.random.default_rng(seed)
-  hidden, inner = config.hidden_size, config.intermediate_size
-  shapes = {
-      "bert/embeddings/word_embeddings": (config.vocab_size, hidden),
-      "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
-      "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
-      "bert/embeddings/LayerNorm/gamma": (hidden,),
-      "bert/embeddings/LayerNorm/beta": (hidden,),
-      "bert/pooler/dense/kernel": (hidden, hidden),
-      "bert/pooler/dense/bias": (hidden,),
-  }
-  for i in range(config.num_hidden_layers):
-    layer = f"bert/encoder/layer_{i}"
-    for dense, (rows, columns) in {"attention/self/query": (hidden, hidden),
-                                   "attention/self/key": (hidden, hidden),
-                                   "attention/self/value": (hidden, hidden),
-                                   "attention/output/dense": (hidden, hidden),
-                                   "intermediate/dense": (hidden, inner),
-                                   "output/dense": (inner, hidden)}.items():
-      shapes[f"{layer}/{dense}/kernel"] = (rows, columns)
-      shapes[f"{layer}/{dense}/bias"] = (columns,)
-    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
-      shapes[f"{layer}/{norm}/gamma"] = shapes[f"{layer}/{norm}/beta"] = (hidden,)
-  if heads:
-    shapes.update({
-        "cls/predictions/transform/dense/kernel": (hidden, hidden),
-        "cls/predictions/transform/dense/bias": (hidden,),
-        "cls/predictions/transform/LayerNorm/gamma": (hidden,),
-        "cls/predictions/transform/LayerNorm/beta": (hidden,),
-        "cls/predictions/output_bias": (config.vocab_size,),
-        "cls/seq_relationship/output_weights": (2, hidden),
-        "cls/seq_relationship/output_bias": (2,),
-    })
-  return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+CONFIG = tiny_bert_config(20, hidden_size=8, max_position_embeddings=16)
 
 
 def write_original_checkpoint(prefix, variables, step=7):

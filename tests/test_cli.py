@@ -2,16 +2,15 @@
 
 import ast
 import os
-import pathlib
 import subprocess
 import sys
 import tomllib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from testing import REPOSITORY
 
 
 def _scripts():
-  with open(ROOT / "pyproject.toml", "rb") as f:
+  with open(REPOSITORY / "pyproject.toml", "rb") as f:
     return tomllib.load(f)["project"]["scripts"]
 
 
@@ -28,16 +27,16 @@ def test_every_command_names_a_tool_with_a_run_function_and_its_original_script(
     assert module.startswith("official_bert.cli.") and function == "run", command
     name = module.rsplit(".", 1)[1]
     assert command == "bert-" + name.replace("_", "-")
-    assert "run" in _functions(ROOT / "official_bert" / "cli" / f"{name}.py"), command
+    assert "run" in _functions(REPOSITORY / "official_bert" / "cli" / f"{name}.py"), command
     if name != "convert_checkpoint":  # a tool of this package, not of the original
-      shim = (ROOT / f"{name}.py").read_text()
+      shim = (REPOSITORY / f"{name}.py").read_text()
       assert f"from official_bert.cli import {name}" in shim and f"{name}.run()" in shim
 
 
 def _imported(code, **env):
   environment = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
   environment.update(env)
-  result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment,
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, env=environment,
                           capture_output=True, text=True, check=True)
   return result.stdout.split()
 
@@ -49,3 +48,15 @@ def test_the_library_leaves_the_environment_alone_and_the_tools_turn_onednn_on()
   assert _imported("import official_bert.cli; " + report) == ["False", "1"]
   assert _imported("import official_bert.cli; " + report, TF_ENABLE_ONEDNN_OPTS="0") == [
       "False", "0"]
+
+
+def test_importing_the_tools_defines_no_flag_and_define_flags_defines_each_tools_own():
+  tools = sorted(_scripts().values())
+  # TensorFlow defines flags of its own when imported.
+  code = ("import importlib; from absl import flags; import tensorflow; "
+          "before = set(flags.FLAGS); "
+          f"tools = [importlib.import_module(t.split(':')[0]) for t in {tools!r}]; "
+          "print(len(set(flags.FLAGS) - before)); "
+          "tool = importlib.import_module('official_bert.cli.run_squad'); tool.define_flags(); "
+          "print(flags.FLAGS['max_seq_length'].default, 'doc_stride' in flags.FLAGS)")
+  assert _imported(code) == ["0", "384", "True"]

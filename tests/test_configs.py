@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from conftest import shared_data
 from official_bert import PRESETS, BertConfig, get_preset
+
+from testing import shared_data
 
 
 def test_json_round_trip(tmp_path):

@@ -6,19 +6,17 @@ import sys
 
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from testing import REPOSITORY, assert_no_scheme_folders, file_uri
 
 
 @pytest.mark.slow
 def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
   # A file:// output folder: every stage's paths are then URLs, as on gs://.
   result = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "demo.py"), f"--output_dir={file_uri(tmp_path)}",
+      [sys.executable, os.path.join(REPOSITORY, "demo.py"), f"--output_dir={file_uri(tmp_path)}",
        "--num_documents=150", "--vocab_size=600", "--pretraining_steps=20", "--dupe_factor=1",
        "--num_train_epochs=1"],
-      capture_output=True, text=True, timeout=600, cwd=ROOT)
+      capture_output=True, text=True, timeout=600, cwd=REPOSITORY)
   assert result.returncode == 0, result.stderr[-3000:]
   output = result.stdout
   for stage in ("1. Build", "2. Create", "3. Pre-train", "4. Fine-tune", "4b. For comparison",
@@ -28,6 +26,6 @@ def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
   served = [line for line in output.splitlines() if line.startswith("  '") and "-> label" in line]
   assert len(served) == 4
   assert all(os.path.isdir(tmp_path / name) for name in ("pretraining", "classifier",
-                                                          "saved_model"))
+                                                         "saved_model"))
   assert os.listdir(tmp_path / "saved_model" / "assets")  # the vocabulary travels with the model
   assert_no_scheme_folders(tmp_path)

@@ -12,15 +12,16 @@ blocks are not run.
 import ast
 import doctest
 import io
-import pathlib
 import re
 import shutil
 import tokenize
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
+
+PAGES = [REPOSITORY / "README.md", REPOSITORY / "CONTRIBUTING.md",
+         *sorted((REPOSITORY / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 # Blocks that train or export run end to end: a few seconds to half a minute each.
 _SLOW_CALLS = ("driver.run(", "export_model_dir(")
@@ -78,15 +79,14 @@ def test_promised_outputs_are_read_from_the_comments():
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
   """A folder with a tiny released checkpoint's files and a pre-training corpus."""
-  from official_bert import BertConfig, BertPretrainer
+  from official_bert import BertPretrainer
   from official_bert.checkpoints import save_tf1_checkpoint
 
   folder = tmp_path_factory.mktemp("doc_inputs")
-  tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "?", "!", *_WORDS,
+  tokens = [*SPECIAL_TOKENS, ".", ",", "?", "!", *_WORDS,
             *(f"##{suffix}" for suffix in ("s", "ed", "ing", "ly"))]
-  (folder / "vocab.txt").write_text("\n".join(tokens) + "\n")
-  config = BertConfig(vocab_size=len(tokens), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+  write_vocab(folder / "vocab.txt", tokens)
+  config = tiny_bert_config(len(tokens), max_position_embeddings=64)
   config.to_json_file(str(folder / "bert_config.json"))
   save_tf1_checkpoint(BertPretrainer(config), str(folder / "bert_model.ckpt"))
   (folder / "sample_text.txt").write_text(_SAMPLE_TEXT)
@@ -101,13 +101,13 @@ def test_the_pages_have_python_blocks():
 
 def test_readme_keeps_the_two_commands():
   # .ci/run calls `python3 dev.py test`, the README's test command; a fresh clone starts here.
-  readme = (ROOT / "README.md").read_text()
+  readme = (REPOSITORY / "README.md").read_text()
   assert "python3 dev.py demo" in readme
   assert "python3 dev.py test" in readme
-  assert "python3 dev.py test" in (ROOT / ".ci" / "run").read_text()
+  assert "python3 dev.py test" in (REPOSITORY / ".ci" / "run").read_text()
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(REPOSITORY).as_posix())
 def test_relative_links_resolve(page):
   if not page.exists():
     pytest.fail(f"{page} is missing")
@@ -118,13 +118,13 @@ def test_relative_links_resolve(page):
 
 
 @pytest.mark.parametrize("page, line, source", [
-    pytest.param(page, line, source, id=f"{page.relative_to(ROOT).as_posix()}:{line}",
+    pytest.param(page, line, source, id=f"{page.relative_to(REPOSITORY).as_posix()}:{line}",
                  marks=[pytest.mark.slow] if any(call in source for call in _SLOW_CALLS) else [])
     for page, line, source in BLOCKS])
 def test_python_block_runs(page, line, source, inputs, tmp_path, monkeypatch, capsys):
   shutil.copytree(inputs, tmp_path, dirs_exist_ok=True)
   monkeypatch.chdir(tmp_path)
-  code = compile(source, f"{page.relative_to(ROOT)}:{line}", "exec")
+  code = compile(source, f"{page.relative_to(REPOSITORY)}:{line}", "exec")
   exec(code, {"__name__": f"docs_block_{line}"})  # noqa: S102  (the block is the test)
   printed = capsys.readouterr().out.splitlines()
   promised = promised_outputs(source)

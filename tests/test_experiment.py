@@ -2,7 +2,6 @@
 written `experiment_config.json` that reproduces its run."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -14,10 +13,9 @@ from official_bert.data import synthetic
 from official_bert.tasks import base, driver, experiment, output_folder
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODEL = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                   intermediate_size=32, max_position_embeddings=32)
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
+
+MODEL = tiny_bert_config(60, num_hidden_layers=1, max_position_embeddings=32)
 TASKS = [
     experiment.TaskConfig(vocab_file="vocab.txt"),
     experiment.ClassificationConfig(task_name="custom", data_dir="data", max_seq_length=64,
@@ -102,8 +100,8 @@ def _sentiment(folder):
                   for line in (data / name).read_text().splitlines()[1:]
                   for word in line.split("\t")[0].split()})
   vocab = folder / "vocab.txt"
-  vocab.write_text("\n".join(SPECIAL + words) + "\n")
-  model = BertConfig(**dict(MODEL.to_dict(), vocab_size=len(SPECIAL) + len(words)))
+  write_vocab(vocab, SPECIAL_TOKENS + words)
+  model = BertConfig(**dict(MODEL.to_dict(), vocab_size=len(SPECIAL_TOKENS) + len(words)))
   return data, vocab, model
 
 
@@ -160,7 +158,7 @@ _FLAGS_TO_TREE = """
 import json, sys
 from absl import flags
 from official_bert.cli import fine_tuning_flags, {tool}
-getattr({tool}, "define_flags", lambda: None)()
+{tool}.define_flags()
 flags.FLAGS(sys.argv)
 print(json.dumps(fine_tuning_flags.experiment_config_from_flags(
     {tool}.task_config_from_flags()).to_dict()))
@@ -169,7 +167,7 @@ print(json.dumps(fine_tuning_flags.experiment_config_from_flags(
 
 def _tree_of(tool, *argv):
   result = subprocess.run([sys.executable, "-c", _FLAGS_TO_TREE.format(tool=tool), *argv],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+                          cwd=REPOSITORY, capture_output=True, text=True, check=True)
   return experiment.ExperimentConfig.from_dict(json.loads(result.stdout.splitlines()[-1]))
 
 

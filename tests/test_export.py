@@ -20,10 +20,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from conftest import SHARED_DATA, assert_no_scheme_folders, file_uri, shared_data
 from official_bert import (
   BertClassifier,
-  BertConfig,
   BertEncoder,
   BertMultipleChoice,
   BertSpanLabeler,
@@ -44,6 +42,15 @@ from official_bert.export import (
 from official_bert.export.archive import EXPORT_MARK
 from official_bert.export.signatures import bucket_lengths
 
+from testing import (
+  SHARED_DATA,
+  assert_no_scheme_folders,
+  file_uri,
+  shared_data,
+  tiny_bert_config,
+  write_vocab,
+)
+
 SMALL_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
     "ran", "in", "park", "did", "it", "is", "not", "cafe", "cr", "##eme", "where", "what", "who",
@@ -60,7 +67,6 @@ TAGGED_WRITTEN = [["The", "cat", "sat", "on", "the", "mat", "."],
 SWAG_WRITTEN = [("The cat sat on the mat.", "The dog",
                  ["ran in the park.", "sat on the cat.", "is not a cat!", "did it again?"])]
 TAGS = ["O", "B-person", "I-person"]
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "export_saved_model.py"
 REAL_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
@@ -117,10 +123,6 @@ json.dump({"results": results, "signatures": signatures, "cli": shown}, sys.stdo
 """
 
 
-def _write_vocab(path, tokens):
-  path.parent.mkdir(parents=True)
-  path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-  return str(path)
 
 
 def _as_inputs(features):
@@ -158,7 +160,7 @@ class _Exports:
     self.root = root
     self.build = root / "build"
     self.real = all((SHARED_DATA / path).exists() for path in REAL_FILES)
-    self.small_vocab = _write_vocab(root / "small" / "vocab.txt", SMALL_VOCAB)
+    self.small_vocab = write_vocab(root / "small" / "vocab.txt", SMALL_VOCAB)
     self.real_vocab = None
     if self.real:
       self.real_vocab = str(root / "real" / "vocab.txt")
@@ -183,7 +185,7 @@ class _Exports:
     if self.real:
       rows = (SHARED_DATA / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8")
       texts = [line.split("\t")[0] for line in rows.splitlines()[1:7]]
-    model = BertClassifier(BertConfig(vocab_size=size, **TINY), num_classes=2)
+    model = BertClassifier(tiny_bert_config(size, hidden_size=32), num_classes=2)
     directory = self._dir("classifier", vocab_file)
     export_classifier(model, directory, vocab_file=vocab_file, do_lower_case=True,
                       max_seq_length=32, labels=["negative", "positive"])
@@ -205,7 +207,7 @@ class _Exports:
 
   def pair_regression(self, env):
     """Through the fine-tuned folder and the `export_saved_model.py` script, in a subprocess."""
-    model = BertClassifier(BertConfig(vocab_size=len(SMALL_VOCAB), **TINY), num_classes=1)
+    model = BertClassifier(tiny_bert_config(len(SMALL_VOCAB), hidden_size=32), num_classes=1)
     model_dir = self.root / "stsb_output"
     save_model_dir(model, model_dir, vocab_file=self.small_vocab, do_lower_case=True,
                    max_seq_length=24, is_regression=True, extra={"sentence_pair": True})
@@ -236,7 +238,7 @@ class _Exports:
         {"context": context, "qas": [{"id": f"{p}-{q}", "question": question, "answers": []}
                                      for q, question in enumerate(questions)]}
         for p, (context, questions) in enumerate(paragraphs)]}]}))
-    model = BertSpanLabeler(BertConfig(vocab_size=size, **TINY))
+    model = BertSpanLabeler(tiny_bert_config(size, hidden_size=32))
     directory = self._dir("span", vocab_file)
     export_span_labeler(model, directory, vocab_file=vocab_file, do_lower_case=True,
                         max_seq_length=64, max_query_length=12, max_answer_length=6)
@@ -260,7 +262,7 @@ class _Exports:
 
   def encoder(self):
     """A pre-trained folder, exported through `export_model_dir`."""
-    encoder = BertEncoder(BertConfig(vocab_size=len(SMALL_VOCAB), **TINY))
+    encoder = BertEncoder(tiny_bert_config(len(SMALL_VOCAB), hidden_size=32))
     pretrained = self.root / "pretrained"
     export_pretrained_dir(encoder, encoder.config, pretrained, vocab_file=self.small_vocab)
     directory = self._dir("encoder", str(pretrained / "vocab.txt"))
@@ -292,7 +294,7 @@ class _Exports:
     if self.real:
       sentences = [conll.TaggedSentence(s.words, None, s.path, s.line) for s in
                    conll.read_conll_file(str(SHARED_DATA / "ner" / "wnut17" / "dev.conll"))[:4]]
-    model = BertTokenClassifier(BertConfig(vocab_size=size, **TINY), num_classes=len(TAGS))
+    model = BertTokenClassifier(tiny_bert_config(size, hidden_size=32), num_classes=len(TAGS))
     directory = self._dir("tagger", vocab_file)
     export_token_classifier(model, directory, vocab_file=vocab_file, do_lower_case=True,
                             max_seq_length=64, labels=TAGS)
@@ -314,7 +316,7 @@ class _Exports:
                 for i, (context, start, endings) in enumerate(SWAG_WRITTEN)]
     if self.real:
       examples = swag.read_swag_examples(str(SHARED_DATA / "swag" / "sample.jsonl"))[:3]
-    model = BertMultipleChoice(BertConfig(vocab_size=size, **TINY), num_choices=4)
+    model = BertMultipleChoice(tiny_bert_config(size, hidden_size=32), num_choices=4)
     directory = self._dir("multiple_choice", vocab_file)
     export_multiple_choice(model, directory, vocab_file=vocab_file, do_lower_case=True,
                            max_seq_length=40)
@@ -534,10 +536,8 @@ def test_multiple_choice_matches(served):
 
 @pytest.fixture(name="small_classifier")
 def fixture_small_classifier(tmp_path):
-  vocab_file = _write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
-  model = BertClassifier(BertConfig(vocab_size=len(SMALL_VOCAB), hidden_size=16,
-                                    num_hidden_layers=1, num_attention_heads=2,
-                                    intermediate_size=32), num_classes=2)
+  vocab_file = write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
+  model = BertClassifier(tiny_bert_config(len(SMALL_VOCAB), num_hidden_layers=1), num_classes=2)
   return model, dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=16)
 
 
@@ -599,7 +599,7 @@ def test_bucket_lengths():
       bucket_lengths(128, bad)
 
 
-# Mixed lengths: a batch of short texts fits the 16 bucket, one long text needs all 64.
+# Mixed lengths: a batch of short texts fits the 16 bucket, one long text needs the longest.
 SHORT_TEXTS = ["the cat sat", "a dog ran in the park", "what?"]
 MIXED_TEXTS = SHORT_TEXTS + ["the cat sat on the mat and the dog ran in the park " * 4]
 
@@ -619,10 +619,10 @@ def _agree_within_bucket(bucketed, padded, bucket, axis=1):
 @pytest.mark.parametrize("jit_compile", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_buckets_do_not_change_results(tmp_path, jit_compile):
   """Bucketed exports agree with ones padded to max_seq_length, on short and mixed batches."""
-  vocab_file = _write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
-  config = BertConfig(vocab_size=len(SMALL_VOCAB), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32)
-  options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=64)
+  vocab_file = write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
+  config = tiny_bert_config(len(SMALL_VOCAB))
+  # Buckets 16 and 32 (= max_seq_length): the short texts fill the first, the long one the last.
+  options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=32)
   classifier, span = BertClassifier(config, num_classes=3), BertSpanLabeler(config)
   loaded = {}
   for name, buckets in (("padded", ()), ("bucketed", None)):
@@ -634,7 +634,7 @@ def test_buckets_do_not_change_results(tmp_path, jit_compile):
                                     **common)}
     loaded[name] = {kind: tf.saved_model.load(str(path)).signatures["serving_default"]
                     for kind, path in loaded[name].items()}
-  for texts, bucket in ((SHORT_TEXTS, 16), (MIXED_TEXTS, 64)):
+  for texts, bucket in ((SHORT_TEXTS, 16), (MIXED_TEXTS, 32)):
     text = tf.constant(texts)
     padded, bucketed = ({kind: function(**inputs) for kind, function, inputs in (
         ("classifier", signatures["classifier"], {"text": text}),
@@ -646,7 +646,7 @@ def test_buckets_do_not_change_results(tmp_path, jit_compile):
       np.testing.assert_allclose(bucketed["classifier"][output], padded["classifier"][output],
                                  **TOLERANCE)
     mask = padded["encoder"]["input_mask"].numpy()
-    assert mask.sum(-1).max() > 16 if bucket == 64 else mask.sum(-1).max() <= 16
+    assert mask.sum(-1).max() > 16 if bucket == 32 else mask.sum(-1).max() <= 16
     assert bucketed["encoder"]["input_mask"].numpy().tolist() == mask.tolist()
     _agree_within_bucket(bucketed["encoder"]["sequence_output"],
                          padded["encoder"]["sequence_output"], bucket)

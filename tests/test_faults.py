@@ -33,7 +33,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_task, shared_data
 from official_bert import BertClassifier, BertConfig, BertEncoder, get_preset
 from official_bert.checkpoints import check_init_checkpoint, save_model_dir
 from official_bert.cli import launch
@@ -44,8 +43,8 @@ from official_bert.tasks import base, classification, driver, output_folder
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import REPOSITORY, SPECIAL_TOKENS, run_task, shared_data, tiny_bert_config
+
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
 
@@ -63,11 +62,10 @@ def tiny(tmp_path_factory):
       enumerate(rows)))
   words = sorted({word for sentence, _ in rows for word in sentence.split()})
   vocab = directory / "vocab.txt"
-  vocab.write_text("\n".join(SPECIAL + words) + "\n")
+  vocab.write_text("\n".join(SPECIAL_TOKENS + words) + "\n")
   config = directory / "bert_config.json"
-  BertConfig(vocab_size=len(SPECIAL) + len(words), hidden_size=32, num_hidden_layers=2,
-             num_attention_heads=2, intermediate_size=64,
-             max_position_embeddings=32).to_json_file(config)
+  tiny_bert_config(len(SPECIAL_TOKENS) + len(words), hidden_size=32,
+                   max_position_embeddings=32).to_json_file(config)
   return {"sst2": sst2, "mrpc": mrpc, "vocab": str(vocab), "config": str(config),
           "directory": directory}
 
@@ -139,7 +137,7 @@ def _dead_pid():
 
 
 def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_error(tmp_path,
-                                                                                    caplog):
+                                                                                  caplog):
   with output_folder.OutputDirLock(tmp_path):
     with pytest.raises(output_folder.OutputDirInUseError, match=f"process {os.getpid()} on "):
       output_folder.OutputDirLock(tmp_path).acquire()
@@ -174,16 +172,15 @@ def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_erro
 
 def _small_config_file(folder, **changes):
   path = os.path.join(folder, "small_config.json")
-  values = dict(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
-                           num_attention_heads=2, intermediate_size=32,
-                           max_position_embeddings=16).to_dict(), **changes)
+  values = dict(tiny_bert_config(40, num_hidden_layers=1, max_position_embeddings=16).to_dict(),
+                **changes)
   with open(path, "w", encoding="utf-8") as f:
     json.dump({key: value for key, value in values.items() if value is not None}, f)
   return path
 
 
 def _classifier_command(tiny, output_dir, *extra):
-  return [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=SST-2",
+  return [sys.executable, os.path.join(REPOSITORY, "run_classifier.py"), "--task_name=SST-2",
           f"--data_dir={tiny['sst2']}", f"--vocab_file={tiny['vocab']}",
           f"--bert_config_file={tiny['config']}", f"--output_dir={output_dir}",
           "--max_seq_length=16", "--train_batch_size=16", "--enable_xla=false", "--do_train",

@@ -30,10 +30,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_create_pretraining_data import write_corpus, write_vocab
-from test_training_loop import dataset_fn, engine, make_trainer, tiny_config, write_full_records
 
-from conftest import run_task
 from official_bert.data import classifier_data
 from official_bert.pretraining import corpus as corpus_lib
 from official_bert.pretraining.instances import InstanceOptions
@@ -43,7 +40,18 @@ from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 from official_bert.training.checkpointing import UnreadableCheckpointError
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from testing import (
+  REPOSITORY,
+  make_trainer,
+  pretraining_dataset_fn,
+  run_task,
+  tiny_engine,
+  tiny_pretraining_config,
+  write_corpus,
+  write_full_records,
+  write_vocab,
+)
+
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"),
                                 reason="finds child processes through /proc (Linux)")
 
@@ -94,7 +102,7 @@ def _start_with_a_ready_worker(big_corpus, output, log_path):
   corpus, vocab, _ = big_corpus
   with open(log_path, "w", encoding="utf-8") as log:
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "create_pretraining_data.py"), f"--input_file={corpus}",
+        [sys.executable, str(REPOSITORY / "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=64",
          "--dupe_factor=10", "--num_workers=2", "--shard_size_mb=0.1"],
         stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -185,8 +193,8 @@ def test_debris_of_a_live_process_or_another_host_is_left_alone(tmp_path, caplog
 # === 3: a damaged newest checkpoint ===
 
 def _trainer(model_dir):
-  return make_trainer(model_dir, tiny_config(50),
-                      engine(save_checkpoints_steps=2, steps_per_loop=2), num_steps=6)
+  return make_trainer(model_dir, tiny_pretraining_config(50),
+                      tiny_engine(save_checkpoints_steps=2, steps_per_loop=2), num_steps=6)
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +202,7 @@ def trained(tmp_path_factory):
   """Records and a run folder with the checkpoints of steps 2, 4 and 6."""
   folder = tmp_path_factory.mktemp("trained")
   records = write_full_records(str(folder / "records.tfrecord"), 64, vocab_size=50)
-  _trainer(folder / "run").train(dataset_fn(records, 8), 6)
+  _trainer(folder / "run").train(pretraining_dataset_fn(records, 8), 6)
   return records, folder / "run"
 
 
@@ -227,7 +235,7 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(trained, mod
              for r in caplog.records if r.levelno == logging.WARNING)
   assert resumed.restored_checkpoint.endswith("ckpt-4")
 
-  resumed.train(dataset_fn(trained[0], 8), 6)  # from step 4, writing a readable ckpt-6
+  resumed.train(pretraining_dataset_fn(trained[0], 8), 6)  # from step 4, writing a readable ckpt-6
   caplog.clear()
   with caplog.at_level(logging.WARNING):
     assert _trainer(model_dir).restore() == 6
@@ -258,7 +266,7 @@ def test_a_truncated_pretraining_record_file_is_named(tmp_path):
   write_full_records(str(damaged), 64, vocab_size=50, seed=1)
   _truncate(damaged)
   config = tmp_path / "bert_config.json"
-  config.write_text(json.dumps(tiny_config(50).to_dict()))
+  config.write_text(json.dumps(tiny_pretraining_config(50).to_dict()))
   run_config = ExperimentConfig(
       output_dir=str(tmp_path / "out"),
       trainer=TrainerConfig(train_batch_size=8, num_train_steps=4, num_warmup_steps=0),

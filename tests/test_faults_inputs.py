@@ -35,7 +35,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_task
 from official_bert import BertClassifier, BertConfig
 from official_bert.checkpoints import load_model_dir, save_model_dir
 from official_bert.cli import engine_flags, launch
@@ -50,27 +49,25 @@ from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import REPOSITORY, SPECIAL_TOKENS, run_task, tiny_bert_config, write_vocab
+
 ENGINE = EngineConfig(enable_xla=True, seed=0, steps_per_loop=10, log_steps=10)
 
 
 def _config(**changes):
-  return BertConfig(**dict(dict(vocab_size=40, hidden_size=16, num_hidden_layers=1,
-                                num_attention_heads=2, intermediate_size=32,
-                                max_position_embeddings=64), **changes))
+  return tiny_bert_config(**dict(dict(vocab_size=40, num_hidden_layers=1,
+                                      max_position_embeddings=64), **changes))
 
 
 def _vocab(path, words=("a", "b", "good", "bad")):
-  path.write_text("\n".join(SPECIAL + list(words)) + "\n")
-  return str(path)
+  return write_vocab(path, SPECIAL_TOKENS + list(words))
 
 
 def _run_tool(script, *args):
   """Runs a tool as the user does; returns the finished process."""
-  return subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
+  return subprocess.run([sys.executable, str(REPOSITORY / script), *args],
                         capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, PYTHONPATH=ROOT))
+                        env=dict(os.environ, PYTHONPATH=str(REPOSITORY)))
 
 
 def _assert_one_line_error(process, *fragments):

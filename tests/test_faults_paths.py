@@ -31,8 +31,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from conftest import file_uri, run_task
-from official_bert import BertClassifier, BertConfig
+from official_bert import BertClassifier
 from official_bert.checkpoints import save_model_dir
 from official_bert.common import paths
 from official_bert.common.errors import UserError
@@ -42,8 +41,8 @@ from official_bert.tasks import classification, output_folder
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import REPOSITORY, SPECIAL_TOKENS, file_uri, run_task, tiny_bert_config, write_vocab
+
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
 
@@ -57,9 +56,9 @@ def files(tmp_path_factory):
   words = sorted({word for sentence, _ in rows for word in sentence.split()})
   model = root / "model"
   model.mkdir()
-  (model / "vocab.txt").write_text("\n".join(SPECIAL + words) + "\n")
-  config = BertConfig(vocab_size=len(SPECIAL) + len(words), hidden_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+  write_vocab(model / "vocab.txt", SPECIAL_TOKENS + words)
+  config = tiny_bert_config(len(SPECIAL_TOKENS) + len(words), hidden_size=32,
+                            max_position_embeddings=32)
   config.to_json_file(model / "bert_config.json")
   classifier = BertClassifier(config, num_classes=2)
   classifier(classifier.input)
@@ -87,7 +86,7 @@ def _snapshot(folder):
 def _tool(script, *args):
   """Runs a tool: a script of the repository, or a module (`official_bert.cli.<tool>`)."""
   command = (["-m", script] if script.startswith("official_bert.")
-             else [os.path.join(ROOT, script)])
+             else [str(REPOSITORY / script)])
   return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True,
                         text=True, timeout=300)
 
@@ -312,7 +311,7 @@ def test_an_export_replaces_only_our_exports_and_clears_a_killed_exports_debris(
 def test_the_export_after_a_killed_one_removes_what_it_left(files, tmp_path, caplog):
   export_dir = tmp_path / "serving" / "1"
   killed = subprocess.Popen(
-      [sys.executable, os.path.join(ROOT, "export_saved_model.py"),
+      [sys.executable, str(REPOSITORY / "export_saved_model.py"),
        f"--model_dir={files['finetuned']}", f"--export_dir={export_dir}", "--nojit_compile",
        "--buckets=none"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   pattern = f"{export_dir}.tmp-{socket.gethostname()}-{killed.pid}-*"

@@ -1,6 +1,8 @@
 """The encoder and every task model: shapes, dtypes, padding, serialisation, mixed precision."""
 
 import json
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -33,8 +35,15 @@ from official_bert.models import pretraining_losses
 from official_bert.models.bert_multiple_choice import MergeChoices
 from official_bert.networks import encoder_inputs
 
-CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                    intermediate_size=64, max_position_embeddings=40)
+from testing import (
+  REPOSITORY,
+  assert_config_round_trips,
+  run_layer_test,
+  run_model_saving_test,
+  tiny_bert_config,
+)
+
+CONFIG = tiny_bert_config(60, hidden_size=32, num_attention_heads=4, max_position_embeddings=40)
 
 
 def _inputs(batch=3, seq=10, seed=0, real_lengths=(10, 6, 3)):
@@ -92,16 +101,36 @@ def test_task_output_shapes_and_dtypes(task):
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_keras_save_and_load_gives_identical_outputs(task, tmp_path):
   build, make_inputs, _ = TASKS[task]
-  model = build()
-  inputs = make_inputs()
-  expected = model(inputs)
-  path = tmp_path / "model.keras"
-  model.save(path)
-  restored = keras.saving.load_model(path)
-  assert type(restored) is type(model)
-  actual = restored(inputs)
-  for name in expected:
-    np.testing.assert_array_equal(actual[name], expected[name])
+  run_model_saving_test(build(), make_inputs(), tmp_path)
+
+
+_SEQUENCE = np.random.default_rng(0).standard_normal((2, 5, 16)).astype("float32")
+_MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+# Each layer: its arguments, the inputs of `call` (the first, the others), the output shape(s).
+LAYERS = {
+    "BertEmbeddings": (
+        BertEmbeddings, dict(vocab_size=60, hidden_size=16, max_position_embeddings=20,
+                             type_vocab_size=2, dropout_rate=0.1),
+        np.array([[2, 7, 9, 3, 0], [2, 8, 3, 0, 0]], "int32"), (_MASK,), (2, 5, 16)),
+    "SelfAttention": (SelfAttention, dict(hidden_size=16, num_heads=4, dropout_rate=0.1),
+                      _SEQUENCE, (_MASK,), (2, 5, 16)),
+    "TransformerBlock": (TransformerBlock, dict(hidden_size=16, num_heads=4, intermediate_size=32,
+                                                dropout_rate=0.1), _SEQUENCE, (_MASK,),
+                         (2, 5, 16)),
+    "MaskedLMHead": (MaskedLMHead, dict(vocab_size=60, hidden_size=16), _SEQUENCE,
+                     (np.array([[0, 2], [1, 4]], "int32"),), (2, 2, 60)),
+    "ClassificationHead": (ClassificationHead, dict(num_classes=3, dropout_rate=0.2),
+                           _SEQUENCE[:, 0], (), (2, 3)),
+    "SpanHead": (SpanHead, dict(initializer_range=0.05), _SEQUENCE, (), ((2, 5), (2, 5))),
+    "TransposedDense": (TransposedDense, dict(units=5), _SEQUENCE, (), (2, 5, 5)),
+    "Dropout": (Dropout, dict(rate=0.3, seed=4), _SEQUENCE, (), (2, 5, 16)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_layer_builds_calls_and_is_rebuilt_from_its_config(name):
+  layer_class, init_kwargs, inputs, call_args, shape = LAYERS[name]
+  run_layer_test(layer_class, init_kwargs, inputs, shape, call_args=call_args)
 
 
 def test_pretrainer_ties_the_output_projection_to_word_embeddings(tmp_path):
@@ -235,13 +264,7 @@ def test_layers_and_models_round_trip_their_config_and_dtype_policy(name, dtype)
   layer = SERIALISABLE[name](dtype)
   policy = keras.dtype_policies.get(dtype).name
   assert layer.dtype_policy.name == policy
-  config = layer.get_config()
-  serialized = keras.saving.serialize_keras_object(layer)
-  for restored in (type(layer).from_config(config),
-                   keras.saving.deserialize_keras_object(json.loads(json.dumps(serialized)))):
-    assert type(restored) is type(layer)
-    assert restored.dtype_policy.name == policy
-    assert restored.get_config() == config
+  assert_config_round_trips(layer)
 
 
 def test_a_model_built_under_a_global_policy_keeps_it_when_rebuilt_under_another():
@@ -375,6 +398,14 @@ def test_pretraining_losses_match_the_original_formulas():
 
 
 def test_released_model_sizes():
-  # The paper's 110M and 340M count the encoder (embeddings, layers, pooler).
-  assert BertEncoder(get_preset("bert_base")).count_params() == 109_482_240
-  assert BertEncoder(get_preset("bert_large")).count_params() == 335_141_888
+  # The paper's 110M and 340M count the encoder (embeddings, layers, pooler). In a stateless
+  # scope the variables get their shapes without drawing their 445M initial values; in a process
+  # of its own, because Keras would draw them at the end of the next scope in this one.
+  code = ("import keras\nfrom official_bert import BertEncoder, get_preset\n"
+          "with keras.StatelessScope(initialize_variables=False):\n"
+          "  print(*[BertEncoder(get_preset(name)).count_params() "
+          "for name in ('bert_base', 'bert_large')])")
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split() == ["109482240", "335141888"]

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import tokenization
 from official_bert.preprocessing import BertInputPacker, BertTokenizerLayer
+
+from testing import SPECIAL_TOKENS, shared_data, write_vocab
 
 HANDWRITTEN = [
     "Hello, World! Héllo wörld — «quoted» ¿qué? l'été",
@@ -35,16 +36,13 @@ def read_tsv_column(path, column):
   return [row[column] for row in rows[1:] if len(row) > column]
 
 
-def write_vocab(path, tokens):
-  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-  return str(path)
 
 
 def char_vocab(texts, do_lower_case, extra=()):
   """Every character of the texts' words, alone and as a continuation, plus a few whole pieces."""
   basic = tokenization.BasicTokenizer(do_lower_case)
   chars = sorted({c for text in texts for word in basic.tokenize(text) for c in word})
-  pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(extra)
+  pieces = SPECIAL_TOKENS + list(extra)
   return pieces + [c for c in chars if c not in pieces] + ["##" + c for c in chars]
 
 

@@ -34,10 +34,11 @@ from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
 from official_bert.tasks.experiment import ExperimentConfig
 
+from testing import SPECIAL_TOKENS, tiny_bert_config
+
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", ".", "is", "where"]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                    num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+VOCAB = SPECIAL_TOKENS + WORDS
+CONFIG = tiny_bert_config(len(VOCAB), max_position_embeddings=32)
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ def test_squad_reader_feature_writers_and_evaluation(ram):
 
   predictions = _write(f"{ram}/squad/predictions.json", json.dumps({"q1": "the mat"}))
   assert squad_evaluate.evaluate_files(data_file, predictions) == {"exact_match": 100.0,
-                                                                    "f1": 100.0}
+                                                                   "f1": 100.0}
 
   examples = glue.GlueProcessor(
       "SST-2", os.path.dirname(_write(f"{ram}/SST-2/train.tsv", "sentence\tlabel\ncat\t1\n"))

@@ -1,9 +1,10 @@
 """The command-line tools: absl flags in, one library call out.
 
-Each module here is one tool (`run_classifier`, `run_squad`, `create_pretraining_data`, ...) with
-its flags and a `run()` entry point, installed as a `bert-*` command (`pyproject.toml`) and called
-by the top-level script of the original's name. Only this package reads flags; the library takes
-arguments.
+Each module here is one tool (`run_classifier`, `run_squad`, `create_pretraining_data`, ...),
+installed as a `bert-*` command (`pyproject.toml`) and called by the top-level script of the
+original's name. Its `define_flags()` defines its flags and its `run()` entry point calls that, then
+parses the command line; importing a tool defines nothing, so tools and tests share a process. Only
+this package reads flags; the library takes arguments.
 
 Importing this package is the one place that sets the process environment: it turns TensorFlow's
 oneDNN CPU kernels on unless `TF_ENABLE_ONEDNN_OPTS` is already set. TensorFlow leaves them off on

@@ -14,11 +14,15 @@ from official_bert.tokenization import vocab_builder
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Comma-separated input files or glob patterns (UTF-8).")
-flags.DEFINE_string("output_file", None, "Where to write the vocab.txt.")
-flags.DEFINE_integer("vocab_size", 30522, "The most lines the vocabulary may have.")
-flags.DEFINE_bool("do_lower_case", True, "Learn an uncased vocabulary (lower-case, strip accents).")
-flags.DEFINE_integer("max_input_lines", None, "Read at most this many lines in all.")
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("input_file", None, "Comma-separated input files or glob patterns (UTF-8).")
+  flags.DEFINE_string("output_file", None, "Where to write the vocab.txt.")
+  flags.DEFINE_integer("vocab_size", 30522, "The most lines the vocabulary may have.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Learn an uncased vocabulary (lower-case, strip accents).")
+  flags.DEFINE_integer("max_input_lines", None, "Read at most this many lines in all.")
 
 
 def main():
@@ -34,6 +38,7 @@ def main():
 
 def run():
   """The `bert-build-vocab` command (and `python build_vocab.py`)."""
+  define_flags()
   launch(main, ["input_file", "output_file"], inputs=["input_file"], outputs=["output_file"])
 
 

@@ -34,40 +34,45 @@ from official_bert import pretraining
 from official_bert.cli.launch import launch
 from official_bert.common.errors import UserError
 
-flags.DEFINE_string("input_file", None,
-                    "Input text file(s): a comma-separated list of files or glob patterns.")
-flags.DEFINE_string("output_file", None,
-                    "Output TFRecord file(s), comma-separated; instances go to them round-robin.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. True for uncased models.")
-flags.DEFINE_bool("do_whole_word_mask", False,
-                  "Whether to mask whole words instead of single WordPieces.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10,
-                     "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of creating sequences which are shorter than the maximum length.")
-flags.DEFINE_integer(
-    "num_workers", None,
-    "Processes working on shards, this one included. Default: all usable CPU cores, but one "
-    "per 32 MiB of text times dupe_factor only (a process takes seconds to start).")
-flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecord files.")
-flags.DEFINE_string(
-    "runner", None,
-    "Write the records with an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
-    "FlinkRunner, SparkRunner, PortableRunner) instead of this machine's processes; the flags "
-    "this tool does not know go to Beam's pipeline options. Needs pip install -e \".[beam]\".")
-flags.DEFINE_integer("num_output_shards", 0,
-                     "With --runner: the number of output files; 0 lets the runner choose.")
-flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
-                   "MiB of text per shard; memory grows with it. Random next sentences come "
-                   "from the whole corpus whatever the shard size.")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("input_file", None,
+                      "Input text file(s): a comma-separated list of files or glob patterns.")
+  flags.DEFINE_string("output_file", None,
+                      "Output TFRecord file(s), comma-separated; instances go to them round-robin.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Whether to lower case the input text. True for uncased models.")
+  flags.DEFINE_bool("do_whole_word_mask", False,
+                    "Whether to mask whole words instead of single WordPieces.")
+  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20,
+                       "Maximum number of masked LM predictions per sequence.")
+  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+  flags.DEFINE_integer("dupe_factor", 10,
+                       "Number of times to duplicate the input data (with different masks).")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+  flags.DEFINE_float("short_seq_prob", 0.1,
+                     "Probability of creating sequences which are shorter than the maximum length.")
+  flags.DEFINE_integer(
+      "num_workers", None,
+      "Processes working on shards, this one included. Default: all usable CPU cores, but one "
+      "per 32 MiB of text times dupe_factor only (a process takes seconds to start).")
+  flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecord files.")
+  flags.DEFINE_string(
+      "runner", None,
+      "Write the records with an Apache Beam pipeline on this runner (DirectRunner, "
+      "DataflowRunner, FlinkRunner, SparkRunner, PortableRunner) instead of this machine's "
+      "processes; the flags this tool does not know go to Beam's pipeline options. Needs "
+      "pip install -e \".[beam]\".")
+  flags.DEFINE_integer("num_output_shards", 0,
+                       "With --runner: the number of output files; 0 lets the runner choose.")
+  flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
+                     "MiB of text per shard; memory grows with it. Random next sentences come "
+                     "from the whole corpus whatever the shard size.")
 
 
 class Stopped(BaseException):
@@ -136,6 +141,7 @@ def _asks_for_runner(argv):
 
 def run():
   """The `bert-create-pretraining-data` command (and `python create_pretraining_data.py`)."""
+  define_flags()
   try:
     launch(main, ["input_file", "output_file", "vocab_file"], inputs=["input_file", "vocab_file"],
            outputs=["output_file"], passes_on=_asks_for_runner)

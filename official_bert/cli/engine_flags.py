@@ -1,12 +1,14 @@
 """absl flags of the training engine, shared by `run_pretraining.py` and the fine-tuning scripts.
 
-A script calls `define_engine_flags()` and `define_tpu_flags()` at import time, defines its own
-flags, and in `main` turns them into an `EngineConfig` with `engine_config_from_flags()`:
+A tool calls `define_engine_flags()` and `define_tpu_flags()` from its `define_flags()`, beside its
+own flags, and in `main` turns them into an `EngineConfig` with `engine_config_from_flags()`:
 
-    define_engine_flags()
-    define_tpu_flags()
-    ...
-    def main(_):
+    def define_flags():
+      define_engine_flags()
+      define_tpu_flags()
+      ...
+
+    def main():
       engine = engine_config_from_flags(save_checkpoints_steps=FLAGS.save_checkpoints_steps)
 
 The TPU flags are those of the original google-research/bert scripts (`--use_tpu --tpu_name=...`

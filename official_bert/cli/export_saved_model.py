@@ -16,28 +16,33 @@ from absl import flags
 from official_bert import export
 from official_bert.cli.launch import launch
 
-flags.DEFINE_string("model_dir", None,
-                    "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
-flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
-                    "<model_base_path>/<version>).")
-flags.DEFINE_integer("max_seq_length", None,
-                     "Sequence length of the raw-text signatures. Default: the one of training, "
-                     "or 128 for a pre-trained folder.")
-flags.DEFINE_bool("do_lower_case", None,
-                  "Whether the model is uncased. Default: from model.json; required for a "
-                  "pre-trained folder.")
-flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
-flags.DEFINE_list("buckets", None,
-                  "Sequence lengths a raw-text batch is padded to: the smallest that holds its "
-                  "longest text (max_seq_length is always one). Default: 16, 32, 64, ... below "
-                  "max_seq_length; 'none' pads every batch to max_seq_length.")
-flags.DEFINE_enum("dtype", "float32", list(export.SERVING_DTYPES),
-                  "The dtype the SavedModel stores its weights in and computes in: bfloat16 "
-                  "serves about 3x faster on CPUs with AMX (outputs stay float32).")
-flags.DEFINE_bool("jit_compile", None,
-                  "Compile the model (not the tokenizer) with XLA inside the SavedModel. "
-                  "Default: on for float32, off for bfloat16 (XLA's CPU code has no AMX kernels).")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("model_dir", None,
+                      "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
+  flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
+                      "<model_base_path>/<version>).")
+  flags.DEFINE_integer("max_seq_length", None,
+                       "Sequence length of the raw-text signatures. Default: the one of training, "
+                       "or 128 for a pre-trained folder.")
+  flags.DEFINE_bool("do_lower_case", None,
+                    "Whether the model is uncased. Default: from model.json; required for a "
+                    "pre-trained folder.")
+  flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
+  flags.DEFINE_list("buckets", None,
+                    "Sequence lengths a raw-text batch is padded to: the smallest that holds its "
+                    "longest text (max_seq_length is always one). Default: 16, 32, 64, ... below "
+                    "max_seq_length; 'none' pads every batch to max_seq_length.")
+  flags.DEFINE_enum("dtype", "float32", list(export.SERVING_DTYPES),
+                    "The dtype the SavedModel stores its weights in and computes in: bfloat16 "
+                    "serves faster on CPUs with AMX (outputs stay float32).")
+  flags.DEFINE_bool("jit_compile", None,
+                    "Compile the model (not the tokenizer) with XLA inside the SavedModel. "
+                    "Default: on for float32, off for bfloat16 (XLA's CPU code has no AMX "
+                    "kernels).")
 
 
 def _buckets(values):
@@ -61,6 +66,7 @@ def main():
 
 def run():
   """The `bert-export-saved-model` command (and `python export_saved_model.py`)."""
+  define_flags()
   launch(main, ["model_dir", "export_dir"], inputs=["model_dir"], outputs=["export_dir"])
 
 

@@ -31,50 +31,54 @@ from absl import flags, logging
 from official_bert.cli.launch import launch
 from official_bert.tasks import base, driver, experiment, feature_extraction
 
-flags.DEFINE_string("input_file", None, "Input text: one sequence per line, ' ||| ' between a "
-                    "pair.")
-flags.DEFINE_string("output_file", None, "The JSON-lines output file.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1: the last).")
-flags.DEFINE_string("bert_config_file", None,
-                    "The config json file corresponding to the pre-trained BERT model; by "
-                    "default the one beside --init_checkpoint.")
-flags.DEFINE_integer("max_seq_length", 128,
-                     "The maximum total input sequence length after WordPiece tokenization. "
-                     "Sequences longer than this will be truncated.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Initial checkpoint (usually from a pre-trained BERT model): an original TF1 "
-                    "bert_model.ckpt, a model folder or a Hugging Face folder.")
-flags.DEFINE_string("vocab_file", None,
-                    "The vocabulary file that the BERT model was trained on; by default the "
-                    "vocab.txt beside --init_checkpoint.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
-flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
-flags.DEFINE_enum("pooling", None, feature_extraction.POOLINGS,
-                  "Write one vector per line instead of per-token layers: the [CLS] vector or "
-                  "the mean over the tokens of --pooling_layer.")
-flags.DEFINE_integer("pooling_layer", -1, "The layer --pooling reads (-1: the last).")
-flags.DEFINE_bool("normalize", False, "L2-normalise the --pooling vectors.")
-flags.DEFINE_string("export_dir", None,
-                    "If set, also export the encoder as a SavedModel (raw text or token ids in) "
-                    "to this new folder.")
-# The original's flags that have no effect here; see each one's help for why.
-flags.DEFINE_bool("use_tpu", False,
-                  "Ignored, accepted for the original's commands: extraction runs on this "
-                  "machine's CPU or GPU (it is one forward pass per batch, no training).")
-flags.DEFINE_string("master", None,
-                    "Ignored, accepted for the original's commands: the TPU master address of "
-                    "--use_tpu, which is ignored.")
-flags.DEFINE_integer("num_tpu_cores", 8,
-                     "Ignored, accepted for the original's commands: the TPU cores of --use_tpu, "
-                     "which is ignored.")
-flags.DEFINE_bool("use_one_hot_embeddings", False,
-                  "Ignored, accepted for the original's commands: it chose a one-hot matmul "
-                  "for the word-embedding lookup on TPUs; the encoder's embedding layer does "
-                  "the lookup here, with the same result.")
 FLAGS = flags.FLAGS
 _IGNORED_FLAGS = ("use_tpu", "master", "num_tpu_cores", "use_one_hot_embeddings")
+
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("input_file", None, "Input text: one sequence per line, ' ||| ' between a "
+                      "pair.")
+  flags.DEFINE_string("output_file", None, "The JSON-lines output file.")
+  flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1: the last).")
+  flags.DEFINE_string("bert_config_file", None,
+                      "The config json file corresponding to the pre-trained BERT model; by "
+                      "default the one beside --init_checkpoint.")
+  flags.DEFINE_integer("max_seq_length", 128,
+                       "The maximum total input sequence length after WordPiece tokenization. "
+                       "Sequences longer than this will be truncated.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (usually from a pre-trained BERT model): an original TF1 "
+                      "bert_model.ckpt, a model folder or a Hugging Face folder.")
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary file that the BERT model was trained on; by default the "
+                      "vocab.txt beside --init_checkpoint.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Whether to lower case the input text. Should be True for uncased models and "
+                    "False for cased models.")
+  flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+  flags.DEFINE_enum("pooling", None, feature_extraction.POOLINGS,
+                    "Write one vector per line instead of per-token layers: the [CLS] vector or "
+                    "the mean over the tokens of --pooling_layer.")
+  flags.DEFINE_integer("pooling_layer", -1, "The layer --pooling reads (-1: the last).")
+  flags.DEFINE_bool("normalize", False, "L2-normalise the --pooling vectors.")
+  flags.DEFINE_string("export_dir", None,
+                      "If set, also export the encoder as a SavedModel (raw text or token ids in) "
+                      "to this new folder.")
+  # The original's flags that have no effect here; see each one's help for why.
+  flags.DEFINE_bool("use_tpu", False,
+                    "Ignored, accepted for the original's commands: extraction runs on this "
+                    "machine's CPU or GPU (it is one forward pass per batch, no training).")
+  flags.DEFINE_string("master", None,
+                      "Ignored, accepted for the original's commands: the TPU master address of "
+                      "--use_tpu, which is ignored.")
+  flags.DEFINE_integer("num_tpu_cores", 8,
+                       "Ignored, accepted for the original's commands: the TPU cores of --use_tpu, "
+                       "which is ignored.")
+  flags.DEFINE_bool("use_one_hot_embeddings", False,
+                    "Ignored, accepted for the original's commands: it chose a one-hot matmul "
+                    "for the word-embedding lookup on TPUs; the encoder's embedding layer does "
+                    "the lookup here, with the same result.")
 
 
 def ignored_flags_set():
@@ -106,6 +110,7 @@ def experiment_config_from_flags():
 
 def run():
   """The `bert-extract-features` command (and `python extract_features.py`)."""
+  define_flags()
   launch(main, ["input_file", "output_file", "init_checkpoint"],
          inputs=["input_file", "bert_config_file", "init_checkpoint", "vocab_file"],
          outputs=["output_file", "export_dir"])

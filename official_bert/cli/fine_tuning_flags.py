@@ -4,19 +4,21 @@ The names, meanings and defaults are those of the original google-research/bert 
 whose original had other defaults changes them after defining the flags, e.g. for SQuAD
 `flags.FLAGS.set_default("max_seq_length", 384)`. A script's shape:
 
-    fine_tuning_flags.define_fine_tuning_flags()   # + the engine and TPU flags
-    flags.DEFINE_string("data_dir", None, ...)     # the task's own flags
+    def define_flags():
+      fine_tuning_flags.define_fine_tuning_flags()   # + the engine and TPU flags
+      flags.DEFINE_string("data_dir", None, ...)     # the task's own flags
 
     def main():
       fine_tuning_flags.run_task_from_flags(
           MyTaskConfig(**fine_tuning_flags.task_args_from_flags(), data_dir=FLAGS.data_dir))
 
+    def run():
+      define_flags()
+      launch(main, fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
+
 The flags map onto one `experiment.ExperimentConfig`: the task's node (`task_args_from_flags`
 and the script's own flags), the trainer (`trainer_config_from_flags`), the runtime
 (`engine_flags.engine_config_from_flags`), the model (`--bert_config_file`) and the paths.
-
-    def run():
-      launch(main, fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
 """
 
 from absl import flags

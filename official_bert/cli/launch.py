@@ -23,10 +23,6 @@ from absl import app, flags
 from official_bert.common import paths
 from official_bert.common.errors import UserError
 
-flags.DEFINE_bool("verbose", False,
-                  "Show the full traceback of an error in the input (bad data, flags or folders) "
-                  "instead of its one-line message.")
-
 FLAGS = flags.FLAGS
 USER_ERROR_STATUS = 2
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,7 +43,7 @@ def is_user_error(error):
 
 
 def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
-  """Runs a tool as an absl program.
+  """Runs a tool as an absl program, with `--verbose` beside the tool's own flags.
 
   Args:
     work: `work()` does the tool's one library call, reading the parsed flags.
@@ -58,6 +54,9 @@ def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
       Beam's pipeline options): `passes_on(argv)` says whether this command line does; then they
       go to `work(rest)` instead of being refused.
   """
+  flags.DEFINE_bool("verbose", False,
+                    "Show the full traceback of an error in the input (bad data, flags or "
+                    "folders) instead of its one-line message.")
   flags.mark_flags_as_required(list(required_flags))
   passing = passes_on is not None and passes_on(sys.argv)
 

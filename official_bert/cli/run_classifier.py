@@ -27,32 +27,36 @@ from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("data_dir", None,
-                    "The input data dir. Should contain the .tsv files (or other data files) for "
-                    "the task.")
-flags.DEFINE_string("task_name", None,
-                    "The name of the task to train: a GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, "
-                    "MNLI, QNLI, RTE, WNLI, AX), XNLI or 'custom' for your own files.")
-flags.DEFINE_string("xnli_language", None,
-                    "XNLI: the language to train (multinli/multinli.train.<language>.tsv) and "
-                    "evaluate (the xnli.dev.tsv rows of that language) on; default zh, the "
-                    "original's.")
-flags.DEFINE_string("tfds_name", None,
-                    "Read a TensorFlow Datasets GLUE dataset instead of files, e.g. glue/sst2.")
-flags.DEFINE_string("text_a_column", None,
-                    "custom: column (header name, JSON key or 0-based position) of the sentence.")
-flags.DEFINE_string("text_b_column", None,
-                    "custom: column of the second sentence, for sentence-pair tasks.")
-flags.DEFINE_string("label_column", None, "custom: column of the label.")
-flags.DEFINE_bool("is_regression", False, "custom: the labels are numbers to regress on.")
-flags.DEFINE_bool("has_header", True, "custom: CSV/TSV files start with a header row.")
-flags.DEFINE_string("train_file", None, "custom: the training file, if not data_dir/train.*.")
-flags.DEFINE_string("dev_file", None, "custom: the dev file, if not data_dir/dev.*.")
-flags.DEFINE_string("test_file", None, "custom: the test file, if not data_dir/test.*.")
-flags.DEFINE_bool("skip_malformed_rows", None,
-                  "Skip (and count) malformed data rows instead of stopping at the first. "
-                  "Default: skip for QQP only.")
-fine_tuning_flags.define_fine_tuning_flags()
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("data_dir", None,
+                      "The input data dir. Should contain the .tsv files (or other data files) for "
+                      "the task.")
+  flags.DEFINE_string("task_name", None,
+                      "The name of the task to train: a GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, "
+                      "MNLI, QNLI, RTE, WNLI, AX), XNLI or 'custom' for your own files.")
+  flags.DEFINE_string("xnli_language", None,
+                      "XNLI: the language to train (multinli/multinli.train.<language>.tsv) and "
+                      "evaluate (the xnli.dev.tsv rows of that language) on; default zh, the "
+                      "original's.")
+  flags.DEFINE_string("tfds_name", None,
+                      "Read a TensorFlow Datasets GLUE dataset instead of files, e.g. glue/sst2.")
+  flags.DEFINE_string("text_a_column", None,
+                      "custom: column (header name, JSON key or 0-based position) of the sentence.")
+  flags.DEFINE_string("text_b_column", None,
+                      "custom: column of the second sentence, for sentence-pair tasks.")
+  flags.DEFINE_string("label_column", None, "custom: column of the label.")
+  flags.DEFINE_bool("is_regression", False, "custom: the labels are numbers to regress on.")
+  flags.DEFINE_bool("has_header", True, "custom: CSV/TSV files start with a header row.")
+  flags.DEFINE_string("train_file", None, "custom: the training file, if not data_dir/train.*.")
+  flags.DEFINE_string("dev_file", None, "custom: the dev file, if not data_dir/dev.*.")
+  flags.DEFINE_string("test_file", None, "custom: the test file, if not data_dir/test.*.")
+  flags.DEFINE_bool("skip_malformed_rows", None,
+                    "Skip (and count) malformed data rows instead of stopping at the first. "
+                    "Default: skip for QQP only.")
+  fine_tuning_flags.define_fine_tuning_flags()
+
 
 _CUSTOM_FLAGS = ("text_a_column", "text_b_column", "label_column", "is_regression", "has_header",
                  "train_file", "dev_file", "test_file")
@@ -73,6 +77,7 @@ def main():
 
 def run():
   """The `bert-run-classifier` command (and `python run_classifier.py`)."""
+  define_flags()
   launch(main, fine_tuning_flags.REQUIRED_FLAGS,
          inputs=fine_tuning_flags.INPUT_FLAGS + ["data_dir", "train_file", "dev_file",
                                                  "test_file"],

@@ -23,12 +23,15 @@ from official_bert.cli import fine_tuning_flags
 from official_bert.cli.launch import launch
 from official_bert.tasks import experiment
 
-fine_tuning_flags.define_split_file_flags(
-    data_dir="Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.",
-    train_file="The training file, if not in data_dir; its tags are the labels.",
-    eval_file="The tagged evaluation file, if not in data_dir.",
-    predict_file="The file to tag, if not in data_dir.")
-fine_tuning_flags.define_fine_tuning_flags()
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  fine_tuning_flags.define_split_file_flags(
+      data_dir="Folder with train.txt, dev.txt (or valid.txt) and test.txt, or *.conll.",
+      train_file="The training file, if not in data_dir; its tags are the labels.",
+      eval_file="The tagged evaluation file, if not in data_dir.",
+      predict_file="The file to tag, if not in data_dir.")
+  fine_tuning_flags.define_fine_tuning_flags()
 
 
 def task_config_from_flags():
@@ -43,6 +46,7 @@ def main():
 
 def run():
   """The `bert-run-ner` command (and `python run_ner.py`)."""
+  define_flags()
   launch(main, fine_tuning_flags.REQUIRED_FLAGS,
          inputs=fine_tuning_flags.INPUT_FLAGS + fine_tuning_flags.SPLIT_FILE_FLAGS,
          outputs=fine_tuning_flags.OUTPUT_FLAGS)

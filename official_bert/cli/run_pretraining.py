@@ -22,33 +22,37 @@ from official_bert.tasks.base import Modes
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model to train.")
-flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated names or globs.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.txt and the export go.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Initial encoder weights: an original TF1 checkpoint or a model folder.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run evaluation on the input files.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for evaluation.")
-flags.DEFINE_float("learning_rate", 5e-5, "The peak learning rate for Adam.")
-flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation steps.")
-flags.DEFINE_bool("dynamic_masking", False,
-                  "Draw new masks for every batch (needs --vocab_file) instead of the stored ones.")
-flags.DEFINE_string("vocab_file", None,
-                    "The vocabulary: for --dynamic_masking, and copied into the export.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens masked by --dynamic_masking.")
-flags.DEFINE_bool("do_whole_word_mask", False, "--dynamic_masking masks whole words.")
-flags.DEFINE_bool("export_tf1", False,
-                  "Also export the original TF1 checkpoint format (bert_model.ckpt).")
-engine_flags.define_engine_flags()
-engine_flags.define_tpu_flags()
-fine_tuning_flags.define_output_folder_flags()
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the model to train.")
+  flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated names or globs.")
+  flags.DEFINE_string("output_dir", None, "Where checkpoints, eval_results.txt and the export go.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial encoder weights: an original TF1 checkpoint or a model folder.")
+  flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the records.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_eval", False, "Whether to run evaluation on the input files.")
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for evaluation.")
+  flags.DEFINE_float("learning_rate", 5e-5, "The peak learning rate for Adam.")
+  flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
+  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
+  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of evaluation steps.")
+  flags.DEFINE_bool("dynamic_masking", False,
+                    "Draw new masks for every batch (needs --vocab_file) instead of the stored "
+                    "ones.")
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary: for --dynamic_masking, and copied into the export.")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens masked by --dynamic_masking.")
+  flags.DEFINE_bool("do_whole_word_mask", False, "--dynamic_masking masks whole words.")
+  flags.DEFINE_bool("export_tf1", False,
+                    "Also export the original TF1 checkpoint format (bert_model.ckpt).")
+  engine_flags.define_engine_flags()
+  engine_flags.define_tpu_flags()
+  fine_tuning_flags.define_output_folder_flags()
 
 
 def experiment_config_from_flags():
@@ -78,6 +82,7 @@ def main():
 
 def run():
   """The `bert-run-pretraining` command (and `python run_pretraining.py`)."""
+  define_flags()
   launch(main, ["bert_config_file", "input_file", "output_dir"],
          inputs=["bert_config_file", "input_file", "init_checkpoint", "vocab_file"],
          outputs=["output_dir"])

@@ -25,33 +25,36 @@ from official_bert.tasks import experiment
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("train_file", None,
-                    "SQuAD JSON file for training, e.g. train-v1.1.json.")
-flags.DEFINE_string("predict_file", None,
-                    "SQuAD JSON file whose questions are answered, e.g. dev-v1.1.json; scored "
-                    "into eval_results.txt when it holds answers.")
-flags.DEFINE_integer("doc_stride", 128,
-                     "A context too long for one window is split into windows whose starts are "
-                     "this many WordPieces apart.")
-flags.DEFINE_integer("max_query_length", 64,
-                     "Questions longer than this many WordPieces are cut to it.")
-flags.DEFINE_integer("n_best_size", 20,
-                     "Candidate answers kept per question (nbest_predictions.json).")
-flags.DEFINE_integer("max_answer_length", 30,
-                     "The longest answer predicted, in WordPieces; start and end are "
-                     "predicted separately, so longer spans are ruled out here.")
-flags.DEFINE_bool("verbose_logging", False,
-                  "Log the first windows' tokens and maps and every question's answer.")
-flags.DEFINE_bool("version_2_with_negative", False,
-                  "SQuAD v2.0: some questions have no answer in their context.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                   "SQuAD v2.0: predict no answer when the null score minus the best span's "
-                   "score is above this.")
-flags.DEFINE_enum("bad_answer_policy", "skip", squad.BAD_ANSWER_POLICIES,
-                  "A training answer whose text is not at its answer_start: skip it (counted and "
-                  "logged by question id, as the original) or stop with an error listing them.")
-fine_tuning_flags.define_fine_tuning_flags()
-FLAGS.set_default("max_seq_length", 384)
+
+def define_flags():
+  """Defines this tool's flags on absl's global `FLAGS`; `run()` calls it before parsing."""
+  flags.DEFINE_string("train_file", None,
+                      "SQuAD JSON file for training, e.g. train-v1.1.json.")
+  flags.DEFINE_string("predict_file", None,
+                      "SQuAD JSON file whose questions are answered, e.g. dev-v1.1.json; scored "
+                      "into eval_results.txt when it holds answers.")
+  flags.DEFINE_integer("doc_stride", 128,
+                       "A context too long for one window is split into windows whose starts are "
+                       "this many WordPieces apart.")
+  flags.DEFINE_integer("max_query_length", 64,
+                       "Questions longer than this many WordPieces are cut to it.")
+  flags.DEFINE_integer("n_best_size", 20,
+                       "Candidate answers kept per question (nbest_predictions.json).")
+  flags.DEFINE_integer("max_answer_length", 30,
+                       "The longest answer predicted, in WordPieces; start and end are "
+                       "predicted separately, so longer spans are ruled out here.")
+  flags.DEFINE_bool("verbose_logging", False,
+                    "Log the first windows' tokens and maps and every question's answer.")
+  flags.DEFINE_bool("version_2_with_negative", False,
+                    "SQuAD v2.0: some questions have no answer in their context.")
+  flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                     "SQuAD v2.0: predict no answer when the null score minus the best span's "
+                     "score is above this.")
+  flags.DEFINE_enum("bad_answer_policy", "skip", squad.BAD_ANSWER_POLICIES,
+                    "A training answer whose text is not at its answer_start: skip it (counted and "
+                    "logged by question id, as the original) or stop with an error listing them.")
+  fine_tuning_flags.define_fine_tuning_flags()
+  FLAGS.set_default("max_seq_length", 384)
 
 
 def main():
@@ -75,6 +78,7 @@ def task_config_from_flags():
 
 def run():
   """The `bert-run-squad` command (and `python run_squad.py`)."""
+  define_flags()
   launch(main, fine_tuning_flags.REQUIRED_FLAGS,
          inputs=fine_tuning_flags.INPUT_FLAGS + ["train_file", "predict_file"],
          outputs=fine_tuning_flags.OUTPUT_FLAGS)

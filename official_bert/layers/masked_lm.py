@@ -75,9 +75,10 @@ class MaskedLMHead(keras.layers.Layer):
       kernel = ops.cast(self.output_kernel, self.compute_dtype)
       logits = ops.matmul(hidden, kernel) + ops.cast(self.output_bias, self.compute_dtype)
       return ops.cast(logits, "float32")
-    logits = self._kernels.project_onto_table(tf.reshape(hidden, [-1, self.hidden_size]),
-                                 ops.cast(self.embedding.embeddings, self.compute_dtype),
-                                 ops.cast(self.output_bias, self.compute_dtype))
+    logits = self._kernels.project_onto_table(
+        tf.reshape(hidden, [-1, self.hidden_size]),
+        ops.cast(self.embedding.embeddings, self.compute_dtype),
+        ops.cast(self.output_bias, self.compute_dtype))
     logits = tf.reshape(logits, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
     return ops.cast(logits, "float32")
 

@@ -223,4 +223,4 @@ def apply_dynamic_masking(dataset, masking, seed=None):
     return features, labels
 
   return tf.data.Dataset.zip((dataset, seeds)).map(remask,
-                                                  num_parallel_calls=tf.data.AUTOTUNE)
+                                                   num_parallel_calls=tf.data.AUTOTUNE)

@@ -264,8 +264,8 @@ class _Source:
     doc_splits = documents.document_splits.tolist()
     if pool is None:
       return cls(documents.token_ids, documents.sentence_splits.tolist(), doc_splits, doc_splits,
-                  list(range(first_document, first_document + len(doc_splits) - 1)),
-                  first_document, False)
+                 list(range(first_document, first_document + len(doc_splits) - 1)),
+                 first_document, False)
     num_tokens, num_sentences = len(documents.token_ids), len(documents.sentence_splits) - 1
     splits = np.concatenate([documents.sentence_splits[:-1],
                              pool.sentence_splits + num_tokens])

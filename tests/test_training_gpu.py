@@ -13,15 +13,22 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_distributed_training import DROPOUT, VOCAB, _finish, _run
+
+from testing import (
+  finish,
+  start_script,
+  tiny_pretraining_config,
+  train_tiny_pretrainer,
+  write_full_records,
+)
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not tf.config.list_physical_devices("GPU"),
                        reason="no GPU visible (tf.config.list_physical_devices('GPU') is empty)"),
 ]
-HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = ("float32", "bfloat16", "float16")
+VOCAB, DROPOUT = 50, 0.1
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +37,7 @@ def results(tmp_path_factory):
   arrays = {}
   for scenario in ("devices", "mirrored_bfloat16"):
     directory = tmp_path_factory.mktemp(scenario)
-    _finish(_run([scenario, directory], script=__file__), timeout=900)
+    finish(start_script(__file__, [scenario, directory]), timeout=900)
     arrays.update(np.load(directory / "results.npz"))
   return arrays
 
@@ -66,18 +73,15 @@ def _gpu_main(scenario, directory):
   tf.config.set_logical_device_configuration(
       gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=4096)] * 2)
   tf.config.experimental.enable_tensor_float_32_execution(False)
-  from test_distributed_training import _train
-  from test_training_loop import tiny_config, write_full_records
-
   from official_bert import BertPretrainer
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
-  initial = BertPretrainer(tiny_config(VOCAB)).get_weights()
+  initial = BertPretrainer(tiny_pretraining_config(VOCAB)).get_weights()
   arrays = {}
 
   def train(name, strategy, num_gpus, dropout, dtype):
-    _, weights, results, _, trainer = _train(
-        strategy, os.path.join(directory, name), records, initial, dropout=dropout, dtype=dtype,
-        num_gpus=num_gpus, kernels="cpu_xla", return_trainer=True)
+    _, weights, results, _, trainer = train_tiny_pretrainer(
+        strategy, os.path.join(directory, name), records, initial, VOCAB, dropout=dropout,
+        dtype=dtype, num_gpus=num_gpus, kernels="cpu_xla", return_trainer=True)
     results.pop("examples")
     arrays.update({f"{name}/weight{i}": w for i, w in enumerate(weights)})
     arrays[f"{name}/eval"] = [results[key] for key in sorted(results)]
@@ -98,5 +102,4 @@ def _gpu_main(scenario, directory):
 
 
 if __name__ == "__main__":
-  sys.path.insert(0, HERE)
   _gpu_main(sys.argv[1], sys.argv[2])

@@ -4,42 +4,36 @@ kernel backend), and two multi-worker processes train in step with dropout on.
 
 The single device compiles its whole step; each replica compiles its forward and backward pass
 (see `Trainer.__init__`). Strategies must be created before TensorFlow starts, so each scenario
-runs in a subprocess that executes this file (`python test_distributed_training.py
+runs in a subprocess that executes this file (`python test_training_distribution.py
 mirrored|worker ...`).
 """
 
 import json
 import os
 import socket
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from testing import (
+  finish,
+  make_trainer,
+  pretraining_dataset_fn,
+  start_script,
+  tiny_engine,
+  tiny_pretraining_config,
+  train_tiny_pretrainer,
+  write_full_records,
+)
+
 STEPS, GLOBAL_BATCH, VOCAB = 3, 8, 50
 DROPOUT, DROPOUT_STEPS = 0.1, 12
 
 
-def _run(args, env=None, script=__file__):
-  # The package of this checkout, not whichever one the interpreter has installed.
-  path = os.pathsep.join(filter(None, [os.path.dirname(HERE), os.environ.get("PYTHONPATH")]))
-  return subprocess.Popen([sys.executable, script, *map(str, args)], cwd=HERE,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path,
-                                   **(env or {})),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _finish(process, timeout=240):
-  output, _ = process.communicate(timeout=timeout)
-  assert process.returncode == 0, output[-5000:]
-  return output
-
-
 @pytest.mark.slow
 def test_two_mirrored_replicas_match_one_device(tmp_path):
-  _finish(_run(["mirrored", tmp_path]))
+  finish(start_script(__file__, ["mirrored", tmp_path]))
   results = np.load(tmp_path / "results.npz")
   for name in [n for n in results.files if n.startswith("one_device/weight")]:
     np.testing.assert_allclose(results[name.replace("one_device", "mirrored")], results[name],
@@ -57,7 +51,7 @@ def test_mirrored_replicas_learn_with_dropout(tmp_path, backend):
   # With dropout the replicas draw their own masks, so only learning is comparable with one
   # device: the loss on the training records falls, and both replicas' copies of every weight
   # stay equal.
-  _finish(_run(["dropout", tmp_path, backend]))
+  finish(start_script(__file__, ["dropout", tmp_path, backend]))
   results = np.load(tmp_path / "results.npz")
   before, after = results["losses"]
   assert after < before - 0.05, (before, after)
@@ -73,9 +67,9 @@ def test_two_workers_train_in_step(tmp_path):
       s.bind(("127.0.0.1", 0))
       ports.append(s.getsockname()[1])
   cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-  workers = [_run(["worker", tmp_path, index], env={"TF_CONFIG": json.dumps(
+  workers = [start_script(__file__, ["worker", tmp_path, index], env={"TF_CONFIG": json.dumps(
       {"cluster": cluster, "task": {"type": "worker", "index": index}})}) for index in range(2)]
-  outputs = [_finish(worker) for worker in workers]
+  outputs = [finish(worker) for worker in workers]
   weights = [np.load(tmp_path / f"worker{index}.npz") for index in range(2)]
   initial = np.load(tmp_path / "worker0_initial.npz")
   assert weights[0].files == weights[1].files
@@ -90,38 +84,16 @@ def test_two_workers_train_in_step(tmp_path):
 
 # === The subprocesses ===
 
-def _train(strategy_name, directory, records, initial, dropout=0.0, return_trainer=False,
-           **engine_kwargs):
-  """Trains STEPS steps from `initial` (None: the strategy's own initialisation), XLA on.
-
-  Returns:
-    (initial weights, trained weights, eval results, NSP predictions), and the trainer when
-    `return_trainer`.
-  """
-  from test_training_loop import dataset_fn, engine, make_trainer, tiny_config
-  trainer = make_trainer(directory, tiny_config(VOCAB, dropout=dropout), engine(
-      distribution_strategy=strategy_name, log_steps=1, enable_xla=True, **engine_kwargs),
-      initial_weights=initial)
-  initial = trainer.model.get_weights()
-  trainer.train(dataset_fn(records, GLOBAL_BATCH), STEPS)
-  eval_fn = dataset_fn(records, GLOBAL_BATCH, is_training=False)
-  results = trainer.evaluate(lambda context: eval_fn(context).unbatch().take(13).batch(
-      context.get_per_replica_batch_size(GLOBAL_BATCH) if context else GLOBAL_BATCH))
-  predictions = trainer.predict(eval_fn)["next_sentence_logits"]
-  outputs = initial, trainer.model.get_weights(), results, predictions
-  return (*outputs, trainer) if return_trainer else outputs
-
-
 def _mirrored_main(directory):
-  from test_training_loop import tiny_config, write_full_records
-
   from official_bert import BertPretrainer
   _split_cpu()
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
-  initial = BertPretrainer(tiny_config(VOCAB)).get_weights()
+  initial = BertPretrainer(tiny_pretraining_config(VOCAB)).get_weights()
   arrays = {}
   for name in ("one_device", "mirrored"):
-    _, weights, results, predictions = _train(name, os.path.join(directory, name), records, initial)
+    _, weights, results, predictions = train_tiny_pretrainer(
+        name, os.path.join(directory, name), records, initial, VOCAB, steps=STEPS,
+        global_batch=GLOBAL_BATCH)
     arrays.update({f"{name}/weight{i}": w for i, w in enumerate(weights)})
     arrays[f"{name}/examples"] = results.pop("examples")
     arrays[f"{name}/eval"] = [results[key] for key in sorted(results)]
@@ -132,16 +104,15 @@ def _mirrored_main(directory):
 def _dropout_main(directory, backend):
   # A process of its own: two MirroredStrategy objects over the same devices in one process draw
   # the same collective keys, and their all-reduces then meet each other's.
-  from test_training_loop import dataset_fn, engine, make_trainer, tiny_config, write_full_records
   _split_cpu()
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
-  trainer = make_trainer(directory, tiny_config(VOCAB, dropout=DROPOUT), engine(
+  trainer = make_trainer(directory, tiny_pretraining_config(VOCAB, dropout=DROPOUT), tiny_engine(
       distribution_strategy="mirrored", enable_xla=True, kernels=backend,
       steps_per_loop=DROPOUT_STEPS, log_steps=DROPOUT_STEPS), learning_rate=3e-3,
       num_steps=DROPOUT_STEPS)
-  evaluate = dataset_fn(records, GLOBAL_BATCH, is_training=False)
+  evaluate = pretraining_dataset_fn(records, GLOBAL_BATCH, is_training=False)
   before = trainer.evaluate(evaluate)["loss"]
-  trainer.train(dataset_fn(records, GLOBAL_BATCH), DROPOUT_STEPS)
+  trainer.train(pretraining_dataset_fn(records, GLOBAL_BATCH), DROPOUT_STEPS)
   after = trainer.evaluate(evaluate)["loss"]
   # `value` is the Keras variable's `tf.distribute` variable, one copy per replica.
   in_sync = all(np.array_equal(*[copy.numpy() for copy in
@@ -170,18 +141,17 @@ def _split_cpu():
 
 
 def _worker_main(directory, index):
-  from test_training_loop import write_full_records
   records = os.path.join(directory, f"records{index}.tfrecord")
   write_full_records(records, 64, VOCAB)  # the same records on both machines
   # The strategy gives both workers worker 0's initial weights.
-  initial, weights, _, _ = _train("multi_worker_mirrored", os.path.join(directory, "model"),
-                                  records, initial=None, dropout=DROPOUT)
+  initial, weights, _, _ = train_tiny_pretrainer(
+      "multi_worker_mirrored", os.path.join(directory, "model"), records, None, VOCAB, steps=STEPS,
+      global_batch=GLOBAL_BATCH, dropout=DROPOUT)
   np.savez(os.path.join(directory, f"worker{index}_initial.npz"), *initial)
   np.savez(os.path.join(directory, f"worker{index}.npz"), *weights)
 
 
 if __name__ == "__main__":
-  sys.path.insert(0, HERE)
   from absl import logging
   logging.set_verbosity(logging.INFO)
   logging.use_python_logging()

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import (
   BertClassifier,
   BertConfig,
@@ -29,10 +28,11 @@ from official_bert.checkpoints import (
 )
 from official_bert.common import registry
 
+from testing import shared_data, tiny_bert_config
+
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", ".",
          "a", "dog", "##s", "ran"]
-CONFIG = BertConfig(vocab_size=24, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=64)
+CONFIG = tiny_bert_config(24, hidden_size=32)
 MODEL_FILES = ["bert_config.json", MANIFEST_NAME, "vocab.txt", WEIGHTS_NAME]
 
 

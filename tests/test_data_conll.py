@@ -6,10 +6,11 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import shared_data
-from official_bert import BertConfig, BertTokenClassifier, tokenization
+from official_bert import BertTokenClassifier, tokenization
 from official_bert.data import conll
 from official_bert.evaluation import ner_metrics
+
+from testing import shared_data, tiny_bert_config, tiny_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "john", "smith", "##son", "lives", "in", "berlin",
          "."]
@@ -31,9 +32,7 @@ Berlin NNP B-NP I-LOC
 
 @pytest.fixture
 def tokenizer(tmp_path):
-  vocab_file = tmp_path / "vocab.txt"
-  vocab_file.write_text("\n".join(VOCAB) + "\n")
-  return tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  return tiny_tokenizer(tmp_path / "vocab.txt", VOCAB)
 
 
 def _sentence(words, tags, line=1):
@@ -221,8 +220,7 @@ def test_bert_token_classifier_predictions_re_assemble_per_word(tokenizer):
                _sentence(["Berlin", "."], None)]
   labels = ["O", "B-LOC", "B-PER", "I-PER"]
   features = conll.convert_sentences_to_features(sentences, labels, tokenizer, max_seq_length=5)
-  config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32)
+  config = tiny_bert_config(len(VOCAB))
   model = BertTokenClassifier(config, num_classes=len(labels))
   logits = np.concatenate([model(inputs)["logits"].numpy()
                            for inputs, _, _ in conll.make_dataset(features, batch_size=2)])

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri
 from official_bert import tokenization
 from official_bert.preprocessing import BertTokenizerLayer
 from official_bert.tokenization import vocab_builder
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from testing import REPOSITORY, assert_no_scheme_folders, file_uri
+
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "cook", "clean", "open", "work", "help",
          "call", "listen", "watch", "learn", "teach", "build", "Über", "Café", "naïve"]
 SUFFIXES = ["", "s", "ed", "ing", "er", "ers", "able"]
@@ -90,8 +90,8 @@ def test_missing_input_and_bad_utf8_are_named(tmp_path):
 
 def run_script(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run([sys.executable, str(REPO / "build_vocab.py"), *args], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=300)
+  return subprocess.run([sys.executable, str(REPOSITORY / "build_vocab.py"), *args],
+                        cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert.pretraining import dynamic_masking, masking
 from official_bert.pretraining import instances as pi
+
+from testing import shared_data
 
 CLS, SEP, MASK, PAD = 1, 2, 3, 0
 VOCAB_SIZE = 1000

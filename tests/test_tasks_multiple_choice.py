@@ -10,25 +10,31 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
-from official_bert import BertConfig
 from official_bert.tasks import multiple_choice
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
+
 KEYS = ["red", "blue", "green", "cat", "dog", "bird", "tree", "car"]
 FILLER = ["the", "a", "is", "here", "then", "there", "again", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + KEYS + FILLER
+VOCAB = SPECIAL_TOKENS + KEYS + FILLER
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0",
           "ending1", "ending2", "ending3"]
 
 
 def _write_model_files(folder, vocab):
   (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-  config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  config = tiny_bert_config(len(vocab), hidden_size=64, intermediate_size=64,
+                            max_position_embeddings=64, dropout=0.0)
   config.to_json_file(str(folder / "bert_config.json"))
   return str(folder / "bert_config.json"), str(folder / "vocab.txt")
 
@@ -122,7 +128,7 @@ def test_script_on_real_swag_sample(tmp_path):
   config_file, vocab_file = _write_model_files(tmp_path, VOCAB[:5] + sorted(words))
   output_dir = tmp_path / "output"
   # Every path a file:// URL, as gs:// ones would be given.
-  command = [sys.executable, os.path.join(ROOT, "run_swag.py"),
+  command = [sys.executable, os.path.join(REPOSITORY, "run_swag.py"),
              f"--bert_config_file={file_uri(config_file)}", f"--vocab_file={file_uri(vocab_file)}",
              f"--output_dir={file_uri(output_dir)}", f"--train_file={file_uri(sample)}",
              f"--eval_file={file_uri(sample)}", f"--predict_file={file_uri(sample)}",

@@ -8,9 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from test_checkpoints_tf1 import original_variables
 
-from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir, shared_data
 from official_bert import BertConfig, BertEncoder, export_pretrained_dir, tokenization
 from official_bert.checkpoints import check_init_checkpoint
 from official_bert.data import text_lines
@@ -18,11 +16,20 @@ from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  minilm_model_dir,
+  original_variables,
+  shared_data,
+  tiny_bert_config,
+)
+
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "far", "away", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                    num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+VOCAB = SPECIAL_TOKENS + WORDS
+CONFIG = tiny_bert_config(len(VOCAB), hidden_size=32, max_position_embeddings=128)
 LINES = ["The cat sat on the mat.", "A dog ran far away ||| the cat sat", "", "zebra cat"]
 
 
@@ -315,8 +322,7 @@ def _check_features_match_the_original(prefix, lines, tmp_path):
 
 
 def test_features_of_an_original_checkpoint_are_the_originals_tanh_gelu_network(tmp_path):
-  config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+  config = tiny_bert_config(len(VOCAB), max_position_embeddings=16)
   prefix = write_original_checkpoint(tmp_path / "original", config, VOCAB)
   lines = ["the cat sat on the mat .", "a dog ran ||| far away", "the"]
   config, inputs, expected = _check_features_match_the_original(prefix, lines, tmp_path)
@@ -334,13 +340,13 @@ def test_features_of_the_shared_tiny_tf1_checkpoint_match_the_original(tmp_path)
 
 
 def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored():
-  code = ("from official_bert.cli import extract_features as tool; "
+  code = ("from official_bert.cli import extract_features as tool; tool.define_flags(); "
           "tool.FLAGS(['extract_features.py', '--use_tpu=true', '--master=grpc://10.0.0.2:8470', "
           "'--num_tpu_cores=8', '--use_one_hot_embeddings=true']); "
           "print(tool.FLAGS.use_tpu, tool.FLAGS.master, tool.FLAGS.num_tpu_cores, "
           "tool.FLAGS.use_one_hot_embeddings, *tool.ignored_flags_set())")
-  result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
+                          text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split() == ["True", "grpc://10.0.0.2:8470", "8", "True", "use_tpu",
                                    "master", "use_one_hot_embeddings"]
@@ -353,7 +359,7 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
 
   # Every path a file:// URL, as gs:// ones would be given.
   output, export_dir = tmp_path / "out" / "features.jsonl", tmp_path / "encoder_savedmodel"
-  command = [sys.executable, os.path.join(ROOT, "extract_features.py"),
+  command = [sys.executable, os.path.join(REPOSITORY, "extract_features.py"),
              f"--input_file={file_uri(input_file)}", f"--output_file={file_uri(output)}",
              f"--init_checkpoint={file_uri(checkpoint[1])}", "--layers=-1",
              "--max_seq_length=16", "--batch_size=2", f"--export_dir={file_uri(export_dir)}",

@@ -8,15 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert.pretraining import instances as pi
 from official_bert.pretraining import next_sentences
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import REPOSITORY, SPECIAL_TOKENS, shared_data
+
 # Each book, and the short documents, use words of their own: a token tells its source.
 SOURCES = ["alpha", "bravo", "charlie", "short"]
 WORDS = {source: [f"{source}{i}" for i in range(12)] for source in SOURCES}
@@ -24,7 +23,8 @@ WORDS = {source: [f"{source}{i}" for i in range(12)] for source in SOURCES}
 
 def load_benchmark():
   """`benchmarks/nsp_fidelity.py`, which holds the reference (the original's algorithm)."""
-  spec = importlib.util.spec_from_file_location("nsp_fidelity", REPO / "benchmarks/nsp_fidelity.py")
+  spec = importlib.util.spec_from_file_location("nsp_fidelity",
+                                                REPOSITORY / "benchmarks/nsp_fidelity.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
@@ -48,7 +48,7 @@ def write_books(folder, book_lines=400, num_short=300, seed=0):
                               for _ in range(num_short)) + "\n")
   files.append(str(path))
   vocab = folder / "vocab.txt"
-  vocab.write_text("\n".join(SPECIALS + [w for s in SOURCES for w in WORDS[s]]) + "\n")
+  vocab.write_text("\n".join(SPECIAL_TOKENS + [w for s in SOURCES for w in WORDS[s]]) + "\n")
   return files, str(vocab), min(pathlib.Path(f).stat().st_size for f in files[:3])
 
 
@@ -59,7 +59,7 @@ def books(tmp_path_factory):
 
 def source_of(token_ids):
   """The sources (book or short documents) of WordPiece ids of the generated vocabulary."""
-  return {SOURCES[(i - len(SPECIALS)) // 12] for i in token_ids.tolist()}
+  return {SOURCES[(i - len(SPECIAL_TOKENS)) // 12] for i in token_ids.tolist()}
 
 
 def restored_pairs(path, max_seq_length):
@@ -188,7 +188,7 @@ def test_a_corpus_of_one_document_takes_random_next_from_itself_and_counts_it(tm
   book.write_text("\n".join(" ".join(WORDS["alpha"][i % 12] for i in range(j, j + 8))
                             for j in range(200)) + "\n")
   vocab = tmp_path / "vocab.txt"
-  vocab.write_text("\n".join(SPECIALS + WORDS["alpha"]) + "\n")
+  vocab.write_text("\n".join(SPECIAL_TOKENS + WORDS["alpha"]) + "\n")
   stats = create_pretraining_data(str(book), str(tmp_path / "out.tfrecord"), str(vocab),
                                   num_workers=1,
                                   options=InstanceOptions(max_seq_length=32, dupe_factor=1))

@@ -4,9 +4,10 @@ import logging
 
 import pytest
 
-from conftest import shared_data
 from official_bert.data import classifier_processors, custom_data, glue
 from official_bert.data.classifier_data import DataError, InputExample
+
+from testing import shared_data
 
 BOM = "\ufeff"
 
@@ -279,7 +280,7 @@ def test_bytes_that_are_not_utf8_are_dropped_counted_and_reported(tmp_path, capl
   with caplog.at_level(logging.WARNING):
     examples = processor.get_train_examples()
   assert [(e.text_a, e.label) for e in examples] == [("caf crme", "1"), ("fine", "0"),
-                                                    ("nave", "1")]
+                                                     ("nave", "1")]
   assert processor.dropped_bytes == {str(path): 3}
   assert (f"{path}: dropped 3 byte(s) that are not UTF-8 on 2 line(s) (lines 2, 4), as the "
           "original did") in caplog.text

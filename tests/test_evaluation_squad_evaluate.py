@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from conftest import shared_data
 from official_bert.evaluation import squad_evaluate
+
+from testing import shared_data
 
 
 def _dataset(questions):

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert import tokenization
 from official_bert.data import classifier_features, glue
 from official_bert.data.classifier_data import InputExample
+
+from testing import shared_data, tiny_tokenizer
 
 # Line number = token id.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog",
@@ -17,9 +18,7 @@ FEATURE_NAMES = {"input_ids", "input_mask", "segment_ids", "label_ids", "is_real
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-  path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-  path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-  return tokenization.FullTokenizer(str(path), do_lower_case=True)
+  return tiny_tokenizer(tmp_path_factory.mktemp("vocab") / "vocab.txt", VOCAB)
 
 
 def convert(example, tokenizer, max_seq_length=8, labels=("0", "1"), is_regression=False):

@@ -4,14 +4,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertConfig, BertEncoder
+from official_bert import BertClassifier, BertEncoder
 from official_bert.checkpoints import check_init_checkpoint, save_tf1_checkpoint
 from official_bert.tasks import base, driver, experiment
 from official_bert.tasks.classification import classification_loss
 from official_bert.training import EngineConfig
 
-CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=16)
+from testing import tiny_bert_config
+
+CONFIG = tiny_bert_config(30, max_position_embeddings=16)
 SEQ = 8
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2)
 

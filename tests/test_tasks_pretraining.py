@@ -8,9 +8,7 @@ import sys
 from absl import flags
 import numpy as np
 import pytest
-from test_training_loop import make_records, write_corpus, write_full_records
 
-from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
@@ -20,19 +18,24 @@ from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from testing import (
+  REPOSITORY,
+  assert_no_scheme_folders,
+  file_uri,
+  make_records,
+  read_eval_results,
+  shared_data,
+  write_full_records,
+  write_synthetic_corpus,
+)
+
 EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
              "next_sentence_loss"}
 
 
-def read_eval_results(path):
-  with open(path, encoding="utf-8") as f:
-    return {key: float(value) for key, value in (line.split(" = ") for line in f)}
-
-
 @pytest.mark.slow
 def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_path):
-  corpus, vocab, vocab_size = write_corpus(str(tmp_path), num_documents=30)
+  corpus, vocab, vocab_size = write_synthetic_corpus(str(tmp_path), num_documents=30)
   records = str(tmp_path / "tf_examples.tfrecord")
   make_records(corpus, vocab, records)
   config = tmp_path / "bert_config.json"
@@ -46,14 +49,14 @@ def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_pa
   def run(num_train_steps):
     # Every path a file:// URL, as gs:// ones would be given.
     command = [
-        sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+        sys.executable, os.path.join(REPOSITORY, "run_pretraining.py"),
         f"--input_file={file_uri(records)}", f"--output_dir={file_uri(output_dir)}",
         "--do_train=True", "--do_eval=True", f"--bert_config_file={file_uri(config)}",
         "--train_batch_size=32", "--max_seq_length=32",
         "--max_predictions_per_seq=5", f"--num_train_steps={num_train_steps}",
         "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
         "--iterations_per_loop=2", f"--vocab_file={file_uri(vocab)}", "--enable_xla=false"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-5000:]
     return result.stderr
@@ -108,7 +111,7 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   fresh = BertEncoder(original.config)
   # Two Adam steps at 1e-5 move each weight by at most 2e-5 from the checkpoint's values.
   for start, end, _new in zip(original.trainable_weights, trained.trainable_weights,
-                             fresh.trainable_weights):
+                              fresh.trainable_weights):
     np.testing.assert_allclose(end.numpy(), start.numpy(), atol=1e-4, err_msg=start.path)
   assert max(np.abs(n.numpy() - s.numpy()).max()
              for s, n in zip(original.trainable_weights, fresh.trainable_weights)) > 1e-2

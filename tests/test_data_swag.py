@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from conftest import shared_data
-from official_bert import BertConfig, BertMultipleChoice, tokenization
+from official_bert import BertMultipleChoice, tokenization
 from official_bert.data import swag
+
+from testing import shared_data, tiny_bert_config, tiny_tokenizer
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "man", "runs", ".", "he", "stops",
          "jump", "##s", "high", "falls", "sits"]
@@ -16,9 +17,7 @@ CSV_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,endi
 
 @pytest.fixture
 def tokenizer(tmp_path):
-  vocab_file = tmp_path / "vocab.txt"
-  vocab_file.write_text("\n".join(VOCAB) + "\n")
-  return tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  return tiny_tokenizer(tmp_path / "vocab.txt", VOCAB)
 
 
 def _example(label=1):
@@ -185,8 +184,7 @@ def test_dataset(tokenizer):
     np.testing.assert_array_equal(tensor.numpy(), getattr(features, name)[:2])
   assert labels.numpy().tolist() == [0, 1]
   assert batches[2][1].numpy().tolist() == [0]
-  config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=32)
+  config = tiny_bert_config(len(VOCAB))
   assert BertMultipleChoice(config, num_choices=4)(inputs)["logits"].shape == (2, 4)
 
   training = swag.make_dataset(features, batch_size=2, is_training=True, seed=3)

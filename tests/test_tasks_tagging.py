@@ -7,14 +7,21 @@ import sys
 
 import pytest
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
-from official_bert import BertConfig
 from official_bert.data import conll
 from official_bert.tasks import tagging
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from testing import (
+  REPOSITORY,
+  assert_no_scheme_folders,
+  file_uri,
+  read_eval_results,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
+
 NAMES = ["Smith", "Jones", "Brown", "Taylor", "Wilson", "Davies", "Evans", "Thomas"]
 PLACES = ["Paris", "London", "Berlin", "Rome"]
 TWO_WORD_NAMES = 0.15  # share of persons named by two words (B-PER I-PER)
@@ -24,10 +31,8 @@ VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "mr", "mrs", ".", "in"]
 
 
 def _write_model_files(folder, vocab_size, hidden_dropout=0.0):
-  config = BertConfig(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=hidden_dropout,
-                      attention_probs_dropout_prob=hidden_dropout)
+  config = tiny_bert_config(vocab_size, hidden_size=64, intermediate_size=64,
+                            max_position_embeddings=64, dropout=hidden_dropout)
   config.to_json_file(str(folder / "bert_config.json"))
   return str(folder / "bert_config.json")
 
@@ -80,11 +85,6 @@ def _run_ner(*, config, **kwargs):
   return run_task(tagging.NerTask, config=config, **kwargs)
 
 
-def _read_results(path):
-  return {key: float(value) for key, value in
-          (line.split(" = ") for line in path.read_text().splitlines())}
-
-
 def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   data_dir = tmp_path / "data"
   test_sentences = _write_data(data_dir, random.Random(0))
@@ -97,7 +97,7 @@ def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
 
   assert results["eval_f1"] > 0.8, results
   assert results["eval_PER/f1"] > 0.7 and results["eval_LOC/f1"] > 0.8
-  assert _read_results(output_dir / "eval_results.txt") == pytest.approx(results)
+  assert read_eval_results(output_dir / "eval_results.txt") == pytest.approx(results)
   assert {"eval_loss", "eval_precision", "eval_recall", "eval_token_accuracy", "global_step",
           "eval_PER/precision", "eval_LOC/recall"} <= set(results)
   assert (output_dir / "labels.txt").read_text().split() == ["O", "B-LOC", "B-PER", "I-PER"]
@@ -193,7 +193,8 @@ def test_script_tags_and_exports(tmp_path):
   config_file = _write_model_files(tmp_path, len(VOCAB))
   output_dir, export_dir = tmp_path / "output", tmp_path / "savedmodel"
   # Every path a file:// URL, as gs:// ones would be given.
-  command = [sys.executable, os.path.join(ROOT, "run_ner.py"), f"--data_dir={file_uri(data_dir)}",
+  command = [sys.executable, os.path.join(REPOSITORY, "run_ner.py"),
+             f"--data_dir={file_uri(data_dir)}",
              f"--bert_config_file={file_uri(config_file)}",
              f"--vocab_file={file_uri(data_dir / 'vocab.txt')}",
              f"--output_dir={file_uri(output_dir)}", f"--export_dir={file_uri(export_dir)}",
@@ -203,7 +204,7 @@ def test_script_tags_and_exports(tmp_path):
   result = subprocess.run(command, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert_no_scheme_folders(tmp_path)
-  results = _read_results(output_dir / "eval_results.txt")
+  results = read_eval_results(output_dir / "eval_results.txt")
   assert results["global_step"] == 8 and 0 <= results["eval_f1"] <= 1
   blocks = (output_dir / "test_predictions.txt").read_text().strip("\n").split("\n\n")
   assert [len(block.split("\n")) for block in blocks] == [len(s) for s in test_sentences]

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
@@ -21,8 +20,16 @@ from official_bert.tasks import classification
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
+
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=50, log_steps=50)
 
 
@@ -31,11 +38,10 @@ def _model_files(directory, words, hidden=64):
   os.makedirs(directory, exist_ok=True)
   vocab = os.path.join(directory, "vocab.txt")
   with open(vocab, "w", encoding="utf-8") as f:
-    f.write("\n".join(SPECIAL + sorted(set(words))) + "\n")
+    f.write("\n".join(SPECIAL_TOKENS + sorted(set(words))) + "\n")
   config = os.path.join(directory, "bert_config.json")
-  BertConfig(vocab_size=len(SPECIAL) + len(set(words)), hidden_size=hidden, num_hidden_layers=2,
-             num_attention_heads=2, intermediate_size=2 * hidden,
-             max_position_embeddings=128).to_json_file(config)
+  tiny_bert_config(len(SPECIAL_TOKENS) + len(set(words)), hidden_size=hidden,
+                   max_position_embeddings=128).to_json_file(config)
   return config, vocab
 
 
@@ -88,7 +94,7 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
              task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24, do_eval=True)
   results = _run_classifier(config=_config(output_dir), do_train=True,
-                                          do_predict=True, **run)
+                            do_predict=True, **run)
 
   majority = max(np.mean([row.endswith("\t1") for row in sentiment["dev"]]), 0.5)
   assert results["eval_accuracy"] > max(0.9, majority + 0.3)
@@ -149,14 +155,14 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
   assert np.array(_read_tsv(output_dir / "test_results_mismatched.tsv")).shape == (5, 3)
 
   _run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
-                                config=_config(output_dir), **common)
+                  config=_config(output_dir), **common)
   ax_rows = _read_tsv(output_dir / "AX.tsv")
   assert ax_rows[0] == ["index", "prediction"] and len(ax_rows) == 5
   assert {row[1] for row in ax_rows[1:]} <= set(labels)
   assert np.array(_read_tsv(output_dir / "test_results_ax.tsv")).shape == (4, 3)
   with pytest.raises(ValueError, match="MNLI"):
     _run_classifier(task_name="AX", data_dir=str(ax), do_predict=True,
-                                  config=_config(tmp_path / "fresh"), **common)
+                    config=_config(tmp_path / "fresh"), **common)
 
 
 def test_xnli_trains_on_the_languages_file_and_evaluates_on_its_dev_rows(tmp_path):
@@ -286,7 +292,7 @@ def test_bad_rows_stop_the_run_with_file_and_line_or_are_skipped_and_counted(tmp
     _run_classifier(config=_config(tmp_path / "b"), do_eval=True, **run)
   with caplog.at_level(logging.INFO, logger="absl"):
     results = _run_classifier(config=_config(tmp_path / "c"), do_eval=True,
-                                            skip_malformed_rows=True, **run)
+                              skip_malformed_rows=True, **run)
   assert "Read 2 dev examples (1 malformed row(s) skipped)" in caplog.text
   assert results["global_step"] == 0 and 0 <= results["eval_accuracy"] <= 1
 
@@ -340,8 +346,7 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
   glue = shared_data("glue")
   vocab = str(shared_data("vocab/bert-base-uncased-vocab.txt"))
   config = str(tmp_path / "bert_config.json")
-  BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-             intermediate_size=32).to_json_file(config)
+  tiny_bert_config(30522, num_hidden_layers=1).to_json_file(config)
   for split, count in (("train", 48), ("dev", 20), ("test", 10)):
     _real_rows(glue / "MRPC" / f"{split}.tsv", tmp_path / "MRPC" / f"{split}.tsv", count)
   output_dir = tmp_path / "mrpc_out"
@@ -387,7 +392,7 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 "
              "--train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 "
              f"--output_dir={file_uri(tmp_path)}/mrpc_output/")
-  completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
+  completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
   results = dict(line.split(" = ") for line in
@@ -399,8 +404,8 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   # The original TPU flags are accepted; the original checks stop a misuse before any work.
   misuse = command.replace("--max_seq_length=128", "--max_seq_length=256 --use_tpu=false "
                            "--iterations_per_loop=10 --num_tpu_cores=8")
-  completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True, cwd=ROOT,
-                             env=env, capture_output=True, text=True, timeout=300)
+  completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True,
+                             cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
   assert completed.returncode != 0
   assert "Cannot use sequence length 256" in completed.stderr
   assert not (tmp_path / "misuse_output").exists()

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from conftest import minilm_model_dir
-from official_bert import BertConfig, BertEncoder, BertPretrainer, checkpoints
+from official_bert import BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import huggingface, load_encoder, load_pretrainer
 
-CONFIG = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_erf")
+from testing import minilm_model_dir, tiny_bert_config
+
+CONFIG = tiny_bert_config(20, hidden_size=8, max_position_embeddings=16, hidden_act="gelu_erf")
 # The Hugging Face `hidden_act` of each GELU: its `gelu` is the exact (erf) form.
 HF_ACTIVATION = {"gelu_erf": "gelu", "gelu_tanh": "gelu_new"}
 
@@ -73,7 +73,7 @@ def write_hf_folder(folder, tensors, config=CONFIG, **extra_config):
   folder.mkdir(parents=True, exist_ok=True)
   save_file(tensors, str(folder / "model.safetensors"))
   values = hf_config(config, **{"model_type": "bert", "layer_norm_eps": 1e-12,
-                               "architectures": ["BertForPreTraining"], **extra_config})
+                                "architectures": ["BertForPreTraining"], **extra_config})
   (folder / "config.json").write_text(json.dumps(values))
   return folder
 

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertConfig, BertPretrainer
+from official_bert import BertPretrainer
 from official_bert.training import WarmupLinearDecay, create_optimizer
 from official_bert.training.adam_weight_decay import AdamWeightDecay
+
+from testing import tiny_bert_config
 
 
 def test_schedule_warms_up_then_decays_linearly_to_zero():
@@ -48,8 +50,7 @@ def test_a_warmup_longer_than_training_trains_on_the_rising_rate(caplog):
 
 
 def tiny_pretrainer():
-  return BertPretrainer(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
-                                   num_attention_heads=2, intermediate_size=16))
+  return BertPretrainer(tiny_bert_config(30, hidden_size=8, num_hidden_layers=1))
 
 
 def test_layer_norms_and_biases_get_no_weight_decay():

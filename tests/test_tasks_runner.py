@@ -8,15 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertConfig, BertEncoder, export_pretrained_dir
+from official_bert import BertClassifier, BertEncoder, export_pretrained_dir
 from official_bert.checkpoints import check_init_checkpoint
 from official_bert.tasks import base, experiment
 from official_bert.tasks import runner as run_lib
 from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.training import EngineConfig
 
-CONFIG = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=32, max_position_embeddings=16)
+from testing import SPECIAL_TOKENS, tiny_bert_config, write_vocab
+
+CONFIG = tiny_bert_config(30, max_position_embeddings=16)
 SEQ = 8
 ENGINE = EngineConfig(enable_xla=False, deterministic=True, seed=0, steps_per_loop=4,
                       log_steps=4, save_checkpoints_steps=4)
@@ -120,7 +121,7 @@ def test_experiment_config_needs_an_output_dir():
 def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
   path = tmp_path / "eval_results.txt"
   run_lib.write_eval_results(str(path), {"global_step": 7, "eval_loss": 0.5,
-                                             "eval_accuracy": 0.75})
+                                         "eval_accuracy": 0.75})
   assert path.read_text() == "eval_accuracy = 0.75\neval_loss = 0.5\nglobal_step = 7\n"
   assert os.listdir(tmp_path) == ["eval_results.txt"]
 
@@ -173,8 +174,7 @@ def test_interrupted_training_resumes_to_the_same_weights_then_evaluates_predict
   assert accuracy == pytest.approx(results["eval_accuracy"])
 
   vocab = tmp_path / "vocab.txt"
-  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-  vocab.write_text("\n".join(special + [f"token{i}" for i in range(20)]) + "\n")
+  write_vocab(vocab, SPECIAL_TOKENS + [f"token{i}" for i in range(20)])
   task = _ToyTask(48)
   task.vocab_file = str(vocab)
   exported = task.save(resumed.model, str(tmp_path / "parts"), str(tmp_path / "export"))

@@ -5,8 +5,9 @@ import random
 
 import pytest
 
-from conftest import shared_data
 from official_bert import tokenization
+
+from testing import shared_data, write_vocab
 
 TINY_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -15,9 +16,6 @@ TINY_VOCAB = [
 ]
 
 
-def write_vocab(path, tokens):
-  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-  return str(path)
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ import pytest
 from safetensors.numpy import load_file
 import tensorflow as tf
 
-from conftest import assert_no_scheme_folders, file_uri, minilm_model_dir
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import tf1
 from official_bert.cli import convert_checkpoint
 
-CONFIG = BertConfig(vocab_size=12, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=16, max_position_embeddings=16)
+from testing import assert_no_scheme_folders, file_uri, minilm_model_dir, tiny_bert_config
+
+CONFIG = tiny_bert_config(12, hidden_size=8, max_position_embeddings=16)
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "."]
 
 

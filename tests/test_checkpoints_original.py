@@ -11,24 +11,23 @@ from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_checkpoints_tf1 import original_variables
 
-from conftest import run_task
-from official_bert import BertClassifier, BertConfig, BertSpanLabeler
+from official_bert import BertClassifier, BertSpanLabeler
 from official_bert.checkpoints import convert, load_model_dir, restore_task_weights, resume
 from official_bert.cli import convert_checkpoint
 from official_bert.tasks import classification, question_answering
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig, create_optimizer
 
+from testing import SPECIAL_TOKENS, original_variables, run_task, tiny_bert_config
+
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "where", "did", "what",
          "who", "saw", "big", "small", "red", "."]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+VOCAB = SPECIAL_TOKENS + WORDS
 HEADS = 2
 # "gelu_new" is the tanh form of GELU, the one the original TF1 code computes and `_gelu` below.
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
-                    num_attention_heads=HEADS, intermediate_size=32, max_position_embeddings=32,
-                    hidden_act="gelu_new")
+CONFIG = tiny_bert_config(len(VOCAB), num_attention_heads=HEADS, max_position_embeddings=32,
+                          hidden_act="gelu_new")
 SEQ = 16
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2,
                       save_checkpoints_steps=2)
@@ -191,7 +190,7 @@ def _convert_script(*args):
 
 @pytest.mark.parametrize("source", ["init_checkpoint", "output_dir"])
 def test_original_classifier_predicts_as_the_original_forward_pass(files, tmp_path, source,
-                                                                  caplog):
+                                                                   caplog):
   weights = original_weights(num_labels=2)
   write_original(tmp_path / "original", weights, step=7)
   output_dir = tmp_path / "out"
@@ -238,7 +237,7 @@ def test_original_squad_model_predicts_as_the_original_forward_pass(files, tmp_p
     context = np.flatnonzero((features["segment_ids"][row] == 1)
                              & (features["input_mask"][row] == 1))[:-1]  # without the last [SEP]
     best = max((start[i] + end[j], i, j) for i in context for j in context
-                if i <= j < i + max_answer_length)
+               if i <= j < i + max_answer_length)
     top = nbest[question][0]
     assert top["start_logit"] == pytest.approx(start[best[1]], abs=1e-5)
     assert top["end_logit"] == pytest.approx(end[best[2]], abs=1e-5)

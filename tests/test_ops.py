@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertConfig, BertPretrainer, ops
+from official_bert import BertPretrainer, ops
 from official_bert.layers import Dropout, MaskedLMHead, TransposedDense
 from official_bert.layers.activations import get_activation
 from official_bert.models.losses import pretraining_losses
@@ -15,6 +15,8 @@ from official_bert.ops.cpu_xla import random_words
 from official_bert.ops.stock import label_logits
 from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.training import EngineConfig
+
+from testing import tiny_bert_config
 
 BACKENDS = list(ops.BACKENDS)
 
@@ -278,9 +280,7 @@ def test_global_norm_matches_tensorflow(backend, mode):
 @pytest.mark.parametrize("mode", ["eager", "xla"])
 def test_a_pretraining_model_is_the_same_function_with_either_backend(mode):
   """Forward pass, losses and every weight's gradient of a 2-layer BertPretrainer (dropout 0)."""
-  config = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                      attention_probs_dropout_prob=0.0)
+  config = tiny_bert_config(60, hidden_size=32, max_position_embeddings=16, dropout=0.0)
   models = {}
   for backend in BACKENDS:
     with ops.use_kernels(backend):

@@ -6,18 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
 from official_bert.data import squad
 from official_bert.evaluation import squad_evaluate, squad_postprocessing
 from official_bert.tokenization import BasicTokenizer, FullTokenizer
 
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+from testing import SPECIAL_TOKENS, shared_data, tiny_tokenizer
 
 
 def _tokenizer(tmp_path, words):
-  path = tmp_path / "vocab.txt"
-  path.write_text("\n".join(SPECIAL + list(dict.fromkeys(words))) + "\n")
-  return FullTokenizer(str(path), do_lower_case=True)
+  return tiny_tokenizer(tmp_path / "vocab.txt", SPECIAL_TOKENS[:4] + list(dict.fromkeys(words)))
 
 
 def _squad_file(tmp_path, paragraphs, name="data.json", title="Test"):

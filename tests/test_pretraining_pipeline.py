@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import assert_no_scheme_folders, file_uri, shared_data
 from official_bert import tokenization
 from official_bert.pretraining import corpus as corpus_module
 from official_bert.pretraining import pipeline
@@ -21,35 +20,19 @@ from official_bert.pretraining.reader import feature_spec
 from official_bert.pretraining.workers import ShardRunner
 from official_bert.pretraining.writer import serialize_instances
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-STEMS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "tree", "big", "small",
-         "red", "blue", "quick", "slow", "house", "river", "play", "jump", "walk", "talk", "read"]
-SUFFIXES = ["##ing", "##ed", "##s"]
+from testing import (
+  REPOSITORY,
+  assert_no_scheme_folders,
+  file_uri,
+  shared_data,
+  write_corpus,
+  write_vocab,
+)
+
 ORIGINAL_DTYPES = {"input_ids": "int64_list", "input_mask": "int64_list",
                    "segment_ids": "int64_list", "masked_lm_positions": "int64_list",
                    "masked_lm_ids": "int64_list", "masked_lm_weights": "float_list",
                    "next_sentence_labels": "int64_list"}
-
-
-def write_vocab(path, tokens=None):
-  path.write_text("\n".join(tokens or SPECIALS + STEMS + SUFFIXES + [".", ","]) + "\n")
-  return str(path)
-
-
-def write_corpus(path, num_docs=40, seed=0):
-  """Documents of 3-12 sentences of 4-15 words; some words take a `##` suffix."""
-  rng = np.random.default_rng(seed)
-  docs = []
-  for _ in range(num_docs):
-    sentences = []
-    for _ in range(rng.integers(3, 13)):
-      words = [STEMS[i] + (rng.choice(["ing", "ed", "s"]) if rng.random() < 0.3 else "")
-               for i in rng.integers(0, len(STEMS), rng.integers(4, 16))]
-      sentences.append(" ".join(words).capitalize() + " .")
-    docs.append("\n".join(sentences))
-  path.write_text("\n\n".join(docs) + "\n")
-  return str(path)
 
 
 def run(tmp_path, inputs, vocab, name="out.tfrecord", **kwargs):
@@ -271,7 +254,7 @@ def test_script_with_two_workers_matches_one_worker_in_process(corpus, tmp_path)
   output = tmp_path / "script.tfrecord"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
-      [sys.executable, str(REPO / "create_pretraining_data.py"),
+      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
        f"--input_file={file_uri(corpus[0])}", f"--output_file={file_uri(output)}",
        f"--vocab_file={file_uri(corpus[1])}", "--max_seq_length=64",
        "--dupe_factor=2", "--num_workers=2", "--shard_size_mb=0.003", "--random_seed=3"],

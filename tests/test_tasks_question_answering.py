@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import assert_no_scheme_folders, file_uri, run_task, shared_data
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data.squad import SquadFormatError
@@ -25,8 +24,17 @@ from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.tokenization import BasicTokenizer
 from official_bert.training import EngineConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  assert_no_scheme_folders,
+  file_uri,
+  read_eval_results,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
+
 ENGINE = EngineConfig(enable_xla=False, seed=1, steps_per_loop=100, log_steps=100)
 FIRST = ("Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas",
          "Kofi", "Lena", "Marco", "Nadia", "Oscar", "Petra", "Rosa", "Sven", "Tara", "Umar")
@@ -94,14 +102,13 @@ def _model_files(directory, data_sets=(), vocab_file=None, max_position_embeddin
           words.update(tokenizer.tokenize(qa["question"]))
     vocab_file = os.path.join(directory, "vocab.txt")
     with open(vocab_file, "w", encoding="utf-8") as f:
-      f.write("\n".join(SPECIAL + sorted(words)) + "\n")
+      f.write("\n".join(SPECIAL_TOKENS + sorted(words)) + "\n")
   with open(vocab_file, encoding="utf-8") as f:
     vocab_size = sum(1 for _ in f)
   config_file = os.path.join(directory, "bert_config.json")
-  BertConfig(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-             intermediate_size=256, max_position_embeddings=max_position_embeddings,
-             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-             initializer_range=0.2).to_json_file(config_file)
+  tiny_bert_config(vocab_size, hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                   max_position_embeddings=max_position_embeddings, dropout=0.0,
+                   initializer_range=0.2).to_json_file(config_file)
   return config_file, vocab_file
 
 
@@ -118,12 +125,8 @@ def _run(model, output_dir, *, epochs=None, **kwargs):
   values.update(kwargs)
   run_task(question_answering.SquadTask, bert_config_file=model[0], vocab_file=model[1],
            config=config, **values)
-  return _read_results(output_dir) if (output_dir / "eval_results.txt").exists() else {}
-
-
-def _read_results(output_dir):
-  lines = (output_dir / "eval_results.txt").read_text().splitlines()
-  return {key: float(value) for key, value in (line.split(" = ") for line in lines)}
+  results = output_dir / "eval_results.txt"
+  return read_eval_results(results) if results.exists() else {}
 
 
 @pytest.fixture(scope="module")
@@ -310,11 +313,11 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 --learning_rate=3e-5 "
              "--num_train_epochs=2.0 --max_seq_length=384 --doc_stride=128 "
              f"--output_dir={file_uri(tmp_path)}/squad_base/")
-  completed = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True,
+  completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
   output_dir = tmp_path / "squad_base"
-  results = _read_results(output_dir)
+  results = read_eval_results(output_dir / "eval_results.txt")
   assert sorted(results) == ["exact_match", "f1", "global_step"]
   assert results["global_step"] == 4  # int(24 questions / 12 * 2.0 epochs)
   predictions = json.loads((output_dir / "predictions.json").read_text())

