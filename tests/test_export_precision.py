@@ -12,10 +12,12 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from official_bert import BertClassifier, BertConfig, BertEncoder
+from official_bert import BertClassifier, BertEncoder
 from official_bert.checkpoints import save_model_dir
 from official_bert.export import export_classifier, export_encoder, export_model_dir, precision
 from official_bert.tasks import base
+
+from testing import tiny_bert_config
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a",
          "dog", "ran", "in", "park", "did", "it", "not", ".", ",", "?", "!"]
@@ -23,8 +25,7 @@ TEXTS = ["The cat sat on the mat.", "A dog ran in the park, did it?", "the cat d
          "mat " * 30]
 # Larger initial weights than BERT's 0.02, so that the logits are far from 0 and the bfloat16
 # rounding shows in the probabilities.
-CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                    num_attention_heads=2, intermediate_size=64, initializer_range=0.3)
+CONFIG = tiny_bert_config(len(VOCAB), hidden_size=32, initializer_range=0.3)
 IDS = {"input_word_ids": np.array([[2, 5, 6, 7, 3, 0], [2, 11, 12, 13, 14, 3]], "int32"),
        "input_mask": np.array([[1, 1, 1, 1, 1, 0], [1] * 6], "int32"),
        "input_type_ids": np.zeros((2, 6), "int32")}
