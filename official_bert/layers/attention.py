@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from official_bert.layers.dense import Dense
 from official_bert.layers.dropout import Dropout
 
 # Added to the scores of padding positions; large enough that their softmax weight is exactly zero
@@ -50,10 +51,10 @@ class SelfAttention(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
     initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-    self.qkv = keras.layers.Dense(3 * hidden_size, kernel_initializer=initializer,
+    self.qkv = Dense(3 * hidden_size, kernel_initializer=initializer,
                                   dtype=self.dtype_policy, name="qkv")
-    self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer,
-                                           dtype=self.dtype_policy, name="output_dense")
+    self.output_dense = Dense(hidden_size, kernel_initializer=initializer,
+                              dtype=self.dtype_policy, name="output_dense")
     self.probs_dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="probs_dropout")
 
   def build(self, inputs_shape, mask_shape=None):
