@@ -65,7 +65,9 @@ class SelfAttention(keras.layers.Layer):
     batch, seq = ops.shape(inputs)[0], ops.shape(inputs)[1]
     head_size = self.hidden_size // self.num_heads
     qkv = ops.reshape(self.qkv(inputs), (batch, seq, 3, self.num_heads, head_size))
-    query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    # Unstacked rather than sliced: the gradient is then one stack, where three slices' gradients
+    # are three zero-padded copies of the block summed (a tenth of a bfloat16 step on CPU).
+    query, key, value = ops.unstack(qkv, 3, axis=2)
     query = query * ops.cast(1.0 / math.sqrt(head_size), query.dtype)
     scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
     padding = 1.0 - ops.cast(mask, "float32")

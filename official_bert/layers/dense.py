@@ -35,4 +35,5 @@ class Dense(keras.layers.Dense):
     if self.lora_enabled or self.bias is None:
       return super().call(inputs, training=training)
     return self._kernels.dense(inputs, ops.cast(self.kernel, self.compute_dtype),
-                               ops.cast(self.bias, self.compute_dtype), self.activation)
+                               ops.cast(self.bias, self.compute_dtype), self.activation,
+                               training=bool(training))

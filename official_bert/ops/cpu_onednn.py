@@ -41,8 +41,12 @@ def matmul_transposed(inputs, kernel):
   return _unrows(tf.matmul(_rows(inputs), kernel, transpose_b=True), inputs)
 
 
-def dense(inputs, kernel, bias, activation=None, transpose_kernel=False):
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
   """`stock.dense` as a 2-D `MatMul`, `BiasAdd` and the activation: one fused oneDNN kernel.
+
+  In training the activation's input is kept for its gradient, so the activation stays apart
+  from the product; in bfloat16 it is then computed in float32, whose element-wise kernels
+  TensorFlow runs several times faster than its bfloat16 ones (forward and backward).
 
   Example:
 
@@ -50,6 +54,8 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False):
   2.5
   """
   outputs = tf.nn.bias_add(tf.matmul(_rows(inputs), kernel, transpose_b=transpose_kernel), bias)
-  if activation is not None:
+  if activation is not None and training and outputs.dtype == tf.bfloat16:
+    outputs = tf.cast(activation(tf.cast(outputs, tf.float32)), outputs.dtype)
+  elif activation is not None:
     outputs = activation(outputs)
   return _unrows(outputs, inputs)

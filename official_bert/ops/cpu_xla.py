@@ -147,8 +147,9 @@ def matmul_transposed(inputs, kernel):
   return tf.matmul(inputs, tf.transpose(kernel))
 
 
-def dense(inputs, kernel, bias, activation=None, transpose_kernel=False):
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
   """`stock.dense`, through this module's `matmul_transposed` for a transposed kernel."""
+  del training  # one form
   if not transpose_kernel:
     return stock.dense(inputs, kernel, bias, activation)
   outputs = matmul_transposed(inputs, kernel) + bias

@@ -67,7 +67,7 @@ def matmul_transposed(inputs, kernel):
   return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [1]])
 
 
-def dense(inputs, kernel, bias, activation=None, transpose_kernel=False):
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
   """`activation(inputs @ kernel + bias)` over the last axis of `inputs`, as `keras.layers.Dense`.
 
   Args:
@@ -76,6 +76,7 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False):
     bias: `[out]`.
     activation: a function of one tensor, or None.
     transpose_kernel: the kernel is stored `[out, in]` (see `TransposedDense`).
+    training: whether the gradient will be taken (a backend may then choose another form).
 
   Example:
 
