@@ -10,6 +10,7 @@ import tensorflow as tf
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, ops
 from official_bert.layers.activations import gelu_tanh, get_activation
 from official_bert.layers.dense import Dense
+from official_bert.layers.transformer_block import TransformerBlock
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_onednn, stock
 from official_bert.tasks.classification import classification_loss
@@ -127,6 +128,20 @@ def test_onednn_dense_in_bfloat16_is_the_float32_product_rounded():
   assert fused.dtype == tf.bfloat16
   np.testing.assert_allclose(tf.cast(fused, tf.float32).numpy(), exact.numpy(), rtol=2e-2,
                              atol=2e-2)
+
+
+def test_onednn_feed_forward_activation_is_float32_in_training_and_bfloat16_in_inference():
+  # Inference keeps the bfloat16 form that fuses into the product; training, whose activation
+  # cannot fuse (its input is kept for the gradient), computes it in float32.
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  with ops.use_kernels("cpu_onednn"):
+    block = TransformerBlock(8, 2, 16)
+  inputs, mask = tf.ones((2, 5, 8)), tf.ones((2, 5))
+  for training, dtype in ((True, tf.float32), (False, tf.bfloat16)):
+    graph = tf.function(lambda x, m, training=training: block(x, m, training=training)
+                        ).get_concrete_function(inputs, mask).graph
+    tanh = [op for op in graph.get_operations() if op.type == "Tanh"]
+    assert [op.inputs[0].dtype for op in tanh] == [dtype]
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
