@@ -30,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import app, flags, logging
 import tensorflow as tf
-from throughput import Ours, bf16_flags, encoder_flops, matmul_peak
+from throughput import Ours, best_speeds, bf16_flags, encoder_flops, matmul_peak
 
 flags.DEFINE_enum("config", "base", ["tiny", "mini", "base"], "Model size.")
 flags.DEFINE_integer("batch_size", 16, "Sequences per step.")
@@ -62,10 +62,7 @@ def main(_):
                 "ours_xla_stock": functools.partial(ours, xla=True, kernels="stock"),
                 "ours_graph": functools.partial(ours, xla=False, kernels="cpu_onednn")}
     runners = {variant: builders[variant]() for variant in FLAGS.variants}
-    best = {variant: 0.0 for variant in runners}
-    for _ in range(FLAGS.repeats):
-      for variant, runner in runners.items():
-        best[variant] = max(best[variant], runner.sequences_per_second())
+    best = best_speeds(runners, FLAGS.repeats)
     for variant, speed in best.items():
       choice = runners[variant].choice
       rows.append((dtype, variant, f"XLA {'on' if choice.enable_xla else 'off'}, "

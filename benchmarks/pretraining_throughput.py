@@ -43,7 +43,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging
 import keras
 import tensorflow as tf
-from throughput import KerasHub, Ours, bf16_flags, matmul_peak, training_flops
+from throughput import KerasHub, Ours, best_speeds, bf16_flags, matmul_peak, training_flops
 
 flags.DEFINE_list("configs", ["tiny", "mini", "base"], "Configurations to time.")
 flags.DEFINE_list("variants", ["ours", "ours_xla", "ours_graph", "kerashub"],
@@ -97,10 +97,7 @@ def main(_):
     for dtype in FLAGS.dtypes:
       builders = _builders(name, dtype)
       runners = {variant: builders[variant]() for variant in FLAGS.variants}
-      best = {variant: 0.0 for variant in runners}
-      for _ in range(FLAGS.repeats):
-        for variant, runner in runners.items():
-          best[variant] = max(best[variant], runner.sequences_per_second())
+      best = best_speeds(runners, FLAGS.repeats)
       for variant, speed in best.items():
         rows.append((f"{name} L{layers}/H{hidden} b{batch}", dtype, variant, speed, speed * flops,
                      speed / best["kerashub"] if best.get("kerashub") else float("nan")))

@@ -193,3 +193,18 @@ class KerasHub:
     # Timed between the ends of two `steps_per_execution` calls, like the Trainer's log interval:
     # `fit`'s own set-up is left out.
     return self.steps * self.batch / self._fit(executions=2).min()
+
+
+def best_speeds(runners, repeats):
+  """The best sequences per second of each runner over `repeats` rounds, the runners taking turns
+  in each round, so that a change in the machine's load falls on all of them alike.
+
+  Args:
+    runners: dict of names to objects with `sequences_per_second()`.
+    repeats: the rounds.
+  """
+  best = {name: 0.0 for name in runners}
+  for _ in range(repeats):
+    for name, runner in runners.items():
+      best[name] = max(best[name], runner.sequences_per_second())
+  return best

@@ -6,7 +6,6 @@ stores `[out, in]`), and `official_bert.checkpoints.tf1` assigns them, with the 
 """
 
 import io
-import json
 import os
 
 from absl import logging
@@ -96,7 +95,7 @@ def read_hf_config(path):
   """
   path = os.fspath(path)
   config_file = path if path.endswith(".json") else require_hf_checkpoint(path)[0]
-  values = _read_json_object(config_file)
+  values = file_io.read_json_object(config_file)
   model_type = values.get("model_type", "bert")
   if model_type != "bert":
     raise ValueError(f"{config_file}: model_type is {model_type!r}; only 'bert' checkpoints load.")
@@ -115,20 +114,6 @@ def read_hf_config(path):
   return BertConfig.from_dict(dict(values, hidden_act=_HF_ACTIVATIONS[activation]),
                               source=config_file,
                               allow_unknown_keys=True)
-
-
-def _read_json_object(path):
-  """The JSON object in `path`; a `UserError` naming the file and place when it is none."""
-  with file_io.open_read(path, encoding="utf-8") as f:
-    text = f.read()
-  try:
-    values = json.loads(text)
-  except json.JSONDecodeError as error:
-    raise UserError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
-                    f"{error.msg}.") from None
-  if not isinstance(values, dict):
-    raise UserError(f"{path}: expected a JSON object, got {type(values).__name__}.")
-  return values
 
 
 def _read_pytorch(weights_file):
@@ -156,7 +141,7 @@ def read_hf_weights(path):
   if weights_file.endswith(PYTORCH_NAME):
     return _read_pytorch(weights_file)
   if weights_file.endswith(SAFETENSORS_INDEX_NAME):
-    weight_map = _read_json_object(weights_file).get("weight_map")
+    weight_map = file_io.read_json_object(weights_file).get("weight_map")
     if not isinstance(weight_map, dict):
       raise UserError(f"{weights_file}: expected a 'weight_map' object (tensor name -> shard "
                       "file).")

@@ -225,15 +225,7 @@ def read_model_info(model_dir):
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"{model_dir} has no {MANIFEST_NAME}: it is no (complete) model "
                             "folder.")
-  with tf.io.gfile.GFile(path) as f:
-    text = f.read()
-  try:
-    values = json.loads(text)
-  except json.JSONDecodeError as error:
-    raise ValueError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
-                     f"{error.msg}.") from None
-  if not isinstance(values, dict):
-    raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}.")
+  values = file_io.read_json_object(path)
   kind = _field(values, "kind", (str,), path)
   if kind not in registry.kinds():
     raise ValueError(f"{path}: field 'kind' must be one of {', '.join(registry.kinds())}, got "

@@ -16,11 +16,14 @@ Example:
 
 import contextlib
 import io
+import json
 import os
 import socket
 import uuid
 
 import tensorflow as tf
+
+from official_bert.common.errors import UserError
 
 # Bytes that `open_read` fetches from the file system at once: few calls into TensorFlow for a
 # local file, few requests for a remote one.
@@ -212,3 +215,30 @@ def expand_globs(patterns, what="input file"):
   if not files:
     raise FileNotFoundError(f"No {what} given in {patterns!r}.")
   return files
+
+
+def read_json_object(path):
+  """The JSON object in the UTF-8 file `path`, read through `tf.io.gfile`.
+
+  Args:
+    path: the file.
+
+  Raises:
+    UserError: naming the file, and the line and column, when it holds no valid JSON object.
+
+  Example:
+
+  >>> write_text("settings.json", '{"a": 1}')
+  >>> read_json_object("settings.json")
+  {'a': 1}
+  """
+  with open_read(path, encoding="utf-8") as f:
+    text = f.read()
+  try:
+    values = json.loads(text)
+  except json.JSONDecodeError as error:
+    raise UserError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
+                    f"{error.msg}.") from None
+  if not isinstance(values, dict):
+    raise UserError(f"{path}: expected a JSON object, got {type(values).__name__}.")
+  return values
