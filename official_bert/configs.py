@@ -158,12 +158,7 @@ class BertConfig:
     path = os.fspath(path)
     if not tf.io.gfile.exists(path):
       raise FileNotFoundError(f"The BERT config file {path} does not exist.")
-    try:
-      with tf.io.gfile.GFile(path) as f:
-        values = json.loads(f.read())
-    except json.JSONDecodeError as error:
-      raise UserError(f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
-                      f"{error.msg}.") from None
+    values = file_io.read_json_object(path)
     return cls.from_dict(values, source=path, allow_unknown_keys=allow_unknown_keys)
 
   def to_dict(self, original_names=False):
