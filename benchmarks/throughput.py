@@ -17,10 +17,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_bert import BertConfig, BertPretrainer
+from official_bert import BertClassifier, BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
+from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.tasks.pretraining import pretraining_metrics
-from official_bert.training import EngineConfig, Trainer, create_optimizer
+from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
 
 VOCAB = 30522
 
@@ -36,15 +37,17 @@ def training_flops(layers, hidden, batch, seq, predictions):
   return 3 * (encoder_flops(layers, hidden, batch * seq, seq) + masked_lm)
 
 
-def matmul_peak(dtype="float32", size=4096, repeats=5, chain=8):
-  """The best FLOP/s of `chain` XLA-compiled products of two `size` x `size` matrices of `dtype`.
+def matmul_peak(dtype="float32", size=4096, repeats=5, chain=8, jit_compile=True):
+  """The best FLOP/s of `chain` products of two `size` x `size` matrices of `dtype`.
 
-  Chained in one program so that a GPU's launch latency does not count.
+  Chained in one program so that a GPU's launch latency does not count. With `jit_compile`
+  False the products are TensorFlow's oneDNN kernels, the fastest on CPUs (the only ones that
+  use the CPU's bfloat16 units).
   """
   a = tf.random.normal((size, size), dtype=tf.float32)
   a, b = tf.cast(a, dtype), tf.cast(tf.transpose(a) / size, dtype)
 
-  @tf.function(jit_compile=True)
+  @tf.function(jit_compile=jit_compile)
   def products(x):
     for _ in range(chain):
       x = tf.matmul(x, b)
@@ -53,6 +56,12 @@ def matmul_peak(dtype="float32", size=4096, repeats=5, chain=8):
   products(a).numpy()
   best = min(timed(lambda: products(a).numpy()) for _ in range(repeats))
   return chain * 2 * size**3 / best
+
+
+def bf16_flags():
+  """The CPU's flags that matter for bfloat16 and float32 products (AMX and AVX-512)."""
+  return sorted(flag for flag in accelerators.cpu_flags()
+                if flag.startswith(("amx", "avx512f", "avx512_bf16", "avx512_fp16")))
 
 
 def timed(fn):
@@ -75,10 +84,19 @@ def random_batch(batch, seq, predictions, seed=0):
   return features, labels
 
 
-def bert_config(layers, hidden):
+def classification_batch(batch, seq, seed=0):
+  """One sentence-pair classification batch of random ids: `(features, labels)`."""
+  features, _ = random_batch(batch, seq, 1, seed)
+  del features["masked_lm_positions"]
+  labels = {"labels": np.random.default_rng(seed).integers(0, 2, batch).astype("int32"),
+            "weights": np.ones(batch, "float32")}
+  return features, labels
+
+
+def bert_config(layers, hidden, hidden_act="gelu"):
   return BertConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
                     num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
-                    max_position_embeddings=512)
+                    max_position_embeddings=512, hidden_act=hidden_act)
 
 
 class Ours:
@@ -87,24 +105,35 @@ class Ours:
   Args:
     layers, hidden, batch, steps: the model, the batch and the steps per timed window.
     seq, predictions: sequence length and masked positions per sequence.
-    xla, dtype, kernels: `EngineConfig` settings.
+    xla, dtype, kernels: `EngineConfig` settings (`xla=None`: the engine's choice).
     num_gpus: 0 for the CPU, 1 for the first GPU.
+    task: `pretraining` (`BertPretrainer`) or `classification` (a 2-class `BertClassifier`,
+      the fine-tuning step of `run_classifier.py`).
+    hidden_act: the feed-forward activation.
   """
 
   def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, xla=True,
-               dtype="float32", kernels="auto", num_gpus=0):
+               dtype="float32", kernels="auto", num_gpus=0, task="pretraining",
+               hidden_act="gelu"):
     self.steps, self.step = steps, steps
     engine = EngineConfig(enable_xla=xla, kernels=kernels, steps_per_loop=steps, log_steps=steps,
                           save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
     strategy = engine.setup()
+    self.choice = engine.accelerator_choice(strategy)
+    config = bert_config(layers, hidden, hidden_act)
     with strategy.scope():
-      model = BertPretrainer(bert_config(layers, hidden))
+      if task == "pretraining":
+        model = BertPretrainer(config)
+        loss_fn, metrics_fn = pretraining_losses, pretraining_metrics
+        batch_data = random_batch(batch, seq, predictions)
+      else:
+        model = BertClassifier(config, num_classes=2)
+        loss_fn, metrics_fn = classification_loss(False), classification_metrics
+        batch_data = classification_batch(batch, seq)
       optimizer = create_optimizer("adamw", 1e-4, 10**6, 10, dtype=dtype)
     self.model_dir = tempfile.TemporaryDirectory(prefix="throughput-")  # removed with self
-    self.trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
-                           model_dir=self.model_dir.name, config=engine,
-                           metrics_fn=pretraining_metrics)
-    batch_data = random_batch(batch, seq, predictions)
+    self.trainer = Trainer(model, loss_fn, optimizer, strategy=strategy,
+                           model_dir=self.model_dir.name, config=engine, metrics_fn=metrics_fn)
     self.dataset_fn = lambda _: tf.data.Dataset.from_tensors(batch_data).repeat()
     self.trainer.train(self.dataset_fn, self.step)  # compiles
 
@@ -114,9 +143,10 @@ class Ours:
 
 
 class KerasHub:
-  """KerasHub's BERT backbone and MLM head under `Model.fit` (`jit_compile=True`)."""
+  """KerasHub's BERT backbone and MLM head under `Model.fit` (by default `jit_compile=True`)."""
 
-  def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, dtype="float32"):
+  def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, dtype="float32",
+               jit_compile=True):
     import keras_hub  # pylint: disable=import-outside-toplevel
     keras.mixed_precision.set_global_policy(
         {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[dtype])
@@ -139,7 +169,7 @@ class KerasHub:
         optimizer=optimizer,
         loss={"mlm": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
-        jit_compile=True, steps_per_execution=steps)
+        jit_compile=jit_compile, steps_per_execution=steps)
     features, labels = random_batch(batch, seq, predictions)
     x = {"token_ids": features["input_word_ids"], "padding_mask": features["input_mask"],
          "segment_ids": features["input_type_ids"],
@@ -163,3 +193,18 @@ class KerasHub:
     # Timed between the ends of two `steps_per_execution` calls, like the Trainer's log interval:
     # `fit`'s own set-up is left out.
     return self.steps * self.batch / self._fit(executions=2).min()
+
+
+def best_speeds(runners, repeats):
+  """The best sequences per second of each runner over `repeats` rounds, the runners taking turns
+  in each round, so that a change in the machine's load falls on all of them alike.
+
+  Args:
+    runners: dict of names to objects with `sequences_per_second()`.
+    repeats: the rounds.
+  """
+  best = {name: 0.0 for name in runners}
+  for _ in range(repeats):
+    for name, runner in runners.items():
+      best[name] = max(best[name], runner.sequences_per_second())
+  return best

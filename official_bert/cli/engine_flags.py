@@ -40,11 +40,14 @@ def define_engine_flags(flag_values=FLAGS):
   flags.DEFINE_enum("dtype", _DEFAULTS.dtype, list(DTYPES),
                     "float32, or float16 / bfloat16 mixed precision (float32 weights).", **into)
   flags.DEFINE_boolean("enable_xla", _DEFAULTS.enable_xla,
-                       "Compile the steps with XLA.", **into)
+                       "Compile the steps with XLA (--enable_xla) or not (--noenable_xla); unset: "
+                       "as measured fastest for the device and dtype (on CPUs: XLA for float32, "
+                       "none for bfloat16, whose fast oneDNN kernels XLA does not use).", **into)
   flags.DEFINE_enum("kernels", _DEFAULTS.kernels, ops.CHOICES,
                     "Forms of the backend-specific kernels: stock (plain TensorFlow), cpu_xla "
-                    "(shaped for XLA on CPU), or auto (cpu_xla on CPUs, stock on GPUs and TPUs).",
-                    **into)
+                    "(shaped for XLA on CPU), cpu_onednn (shaped for oneDNN on CPU, without XLA), "
+                    "or auto (on CPUs cpu_xla with XLA, cpu_onednn without; stock on GPUs and "
+                    "TPUs).", **into)
   flags.DEFINE_integer("steps_per_loop", _DEFAULTS.steps_per_loop,
                        "Training steps per tf.function call.", **into)
   flags.DEFINE_integer("gradient_accumulation_steps", _DEFAULTS.gradient_accumulation_steps,

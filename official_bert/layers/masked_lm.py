@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from official_bert import ops as kernel_ops
 from official_bert.layers.activations import canonical_activation, get_activation
+from official_bert.layers.dense import Dense
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -52,9 +53,9 @@ class MaskedLMHead(keras.layers.Layer):
     self.embedding = embedding
     self._initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
     self._kernels = kernel_ops.kernels()
-    self.transform = keras.layers.Dense(hidden_size, activation=get_activation(activation),
-                                        kernel_initializer=self._initializer,
-                                        dtype=self.dtype_policy, name="transform")
+    self.transform = Dense(hidden_size, activation=get_activation(activation),
+                           kernel_initializer=self._initializer, dtype=self.dtype_policy,
+                           name="transform")
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="layer_norm")
 

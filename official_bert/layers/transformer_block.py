@@ -5,6 +5,7 @@ from keras import ops
 
 from official_bert.layers.activations import canonical_activation, get_activation
 from official_bert.layers.attention import SelfAttention
+from official_bert.layers.dense import Dense
 from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 from official_bert.layers.transposed_dense import TransposedDense
@@ -57,7 +58,7 @@ class TransformerBlock(keras.layers.Layer):
     # Layer norms in float32 keep mixed-precision training stable.
     self.attention_layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_layer_norm")
-    self.intermediate = keras.layers.Dense(
+    self.intermediate = Dense(
         intermediate_size, activation=get_activation(activation), kernel_initializer=initializer,
         dtype=policy, name="intermediate")
     self.output_dense = TransposedDense(hidden_size, kernel_initializer=initializer,

@@ -15,9 +15,9 @@ class TransposedDense(keras.layers.Layer):
   (it is `dy^T @ x` rather than `x^T @ dy`), so a projection that narrows, such as BERT's
   feed-forward output (`intermediate_size` -> `hidden_size`), trains faster in this layout (measured
   on a BERT-Mini training step under XLA on CPU). The layout is the same whatever the kernel
-  backend, so that weights move between machines; the product is the backend's
-  `matmul_transposed`, taken when the layer is constructed. Checkpoint readers transpose the
-  kernel on the way in and out.
+  backend, so that weights move between machines; the product is the backend's `dense`
+  (`transpose_kernel=True`), taken when the layer is constructed. Checkpoint readers transpose
+  the kernel on the way in and out.
 
   Args:
     units: the output width.
@@ -43,9 +43,8 @@ class TransposedDense(keras.layers.Layer):
     self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
 
   def call(self, inputs):
-    kernel = ops.cast(self.kernel, self.compute_dtype)
-    outputs = self._kernels.matmul_transposed(inputs, kernel)
-    return outputs + ops.cast(self.bias, self.compute_dtype)
+    return self._kernels.dense(inputs, ops.cast(self.kernel, self.compute_dtype),
+                               ops.cast(self.bias, self.compute_dtype), transpose_kernel=True)
 
   def compute_output_shape(self, inputs_shape):
     return tuple(inputs_shape[:-1]) + (self.units,)

@@ -8,6 +8,7 @@ same function as its stock form, which `tests/test_ops.py` checks, forward and b
 import numpy as np
 import tensorflow as tf
 
+from official_bert.ops import stock
 from official_bert.ops.stock import label_logits
 
 # === Dropout ===
@@ -144,6 +145,15 @@ def project_onto_table(hidden, table, bias):
 def matmul_transposed(inputs, kernel):
   """`stock.matmul_transposed` as a product with the explicitly transposed kernel."""
   return tf.matmul(inputs, tf.transpose(kernel))
+
+
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
+  """`stock.dense`, through this module's `matmul_transposed` for a transposed kernel."""
+  del training  # one form
+  if not transpose_kernel:
+    return stock.dense(inputs, kernel, bias, activation)
+  outputs = matmul_transposed(inputs, kernel) + bias
+  return outputs if activation is None else activation(outputs)
 
 
 # === Activation ===

@@ -67,6 +67,30 @@ def matmul_transposed(inputs, kernel):
   return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [1]])
 
 
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
+  """`activation(inputs @ kernel + bias)` over the last axis of `inputs`, as `keras.layers.Dense`.
+
+  Args:
+    inputs: float `[..., in]`.
+    kernel: `[in, out]`, or `[out, in]` with `transpose_kernel`.
+    bias: `[out]`.
+    activation: a function of one tensor, or None.
+    transpose_kernel: the kernel is stored `[out, in]` (see `TransposedDense`).
+    training: whether the gradient will be taken (a backend may then choose another form).
+
+  Example:
+
+  >>> float(dense(tf.ones((1, 2)), tf.ones((2, 1)), tf.constant([0.5]))[0, 0])
+  2.5
+  """
+  if transpose_kernel:
+    outputs = matmul_transposed(inputs, kernel)
+  else:
+    outputs = keras.ops.matmul(inputs, kernel)
+  outputs = outputs + bias
+  return outputs if activation is None else activation(outputs)
+
+
 def gelu(x):
   """The exact (erf) GELU, `x * Phi(x)`."""
   return keras.activations.gelu(x, approximate=False)

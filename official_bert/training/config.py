@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from official_bert import ops
-from official_bert.training import distribution
+from official_bert.training import accelerators, distribution
 
 DTYPES = {"float32": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
 
@@ -32,14 +32,17 @@ class EngineConfig:
     dtype: `float32`, or `float16` / `bfloat16` for mixed precision (Keras policies
       `mixed_float16` / `mixed_bfloat16`: float32 weights, half-precision compute; float16 adds
       dynamic loss scaling).
-    enable_xla: compile the training, evaluation and prediction steps with XLA, which fuses the
-      element-wise work between the products; measured faster than the TensorFlow graph on CPU
-      from BERT-Tiny to BERT-Base (`benchmarks/pretraining_throughput.py` and the README's
-      table). On one device the whole step (forward, backward and optimizer update) is one XLA
-      program; with several replicas each replica's forward and backward pass is, and the
-      gradients' all-reduce and the update run around it (see `Trainer`). TPUs always compile.
+    enable_xla: compile the training, evaluation and prediction steps with XLA (True), run them
+      as TensorFlow graphs (False), or None: as measured fastest for the device and dtype
+      (`official_bert.training.accelerators`: on CPUs XLA for float32, which fuses the
+      element-wise work between the products, and no XLA for bfloat16, whose products only
+      TensorFlow's oneDNN kernels run on the CPU's bfloat16 units). On one device the whole
+      step (forward, backward and optimizer update) is one XLA program; with several replicas
+      each replica's forward and backward pass is, and the gradients' all-reduce and the update
+      run around it (see `Trainer`). TPUs always compile.
     kernels: the forms of the few backend-specific kernels (`official_bert.ops`): `stock`,
-      `cpu_xla`, or `auto`: `cpu_xla` when the replicas are CPUs, else `stock`.
+      `cpu_xla`, `cpu_onednn`, or `auto`: on CPUs `cpu_xla` with XLA and `cpu_onednn` without,
+      else `stock`.
     steps_per_loop: training steps inside one `tf.function` call, so that Python runs once per
       loop rather than once per step.
     gradient_accumulation_steps: split each replica's batch into this many micro-batches and
@@ -62,7 +65,7 @@ class EngineConfig:
   tpu_zone: str = None
   gcp_project: str = None
   dtype: str = "float32"
-  enable_xla: bool = True
+  enable_xla: bool = None
   kernels: str = "auto"
   steps_per_loop: int = 1000
   gradient_accumulation_steps: int = 1
@@ -107,10 +110,24 @@ class EngineConfig:
     strategy = distribution.get_strategy(self.distribution_strategy, self.num_gpus, self.tpu,
                                          self.tpu_zone, self.gcp_project)
     keras.mixed_precision.set_global_policy(DTYPES[self.dtype])
-    ops.set_kernel_backend(ops.resolve_backend(self.kernels, distribution.device_type(strategy)))
+    choice = self.accelerator_choice(strategy)
+    ops.set_kernel_backend(choice.kernels)
     if self.deterministic:
       tf.config.experimental.enable_op_determinism()
     if self.deterministic or self.seed is not None:
       keras.utils.set_random_seed(0 if self.seed is None else self.seed)
-    logging.info("Engine: %s; %s kernels.", self, ops.kernel_backend())
+    logging.info("Engine: %s; %s on %s: %s.", self, self.dtype,
+                 distribution.device_type(strategy), choice.reason)
+    if choice.warning:
+      logging.warning(choice.warning)
     return strategy
+
+  def accelerator_choice(self, strategy):
+    """XLA and the kernel backend for this config's steps under `strategy`.
+
+    Returns:
+      An `accelerators.Choice`: `enable_xla` and `kernels` as given, or as measured fastest
+      for the strategy's device type and this config's dtype.
+    """
+    return accelerators.choose(distribution.device_type(strategy), self.dtype,
+                               accelerators.cpu_flags(), self.enable_xla, self.kernels)

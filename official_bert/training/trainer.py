@@ -102,7 +102,7 @@ class Trainer:
     # compiled `tf.function` itself (on anything but GPUs only) wraps all replicas' calls into one
     # copy of it, one XLA program on the first device, which then fails on the other replicas'
     # variables. TPUs compile everything themselves.
-    xla = config.enable_xla and not distribution.is_tpu(strategy)
+    xla = config.accelerator_choice(strategy).enable_xla and not distribution.is_tpu(strategy)
     compiled = (lambda fn: tf.function(fn, jit_compile=True)) if xla else (lambda fn: fn)
     whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
     self._replica_train_step = whole(self._train_step)

@@ -1,0 +1,100 @@
+"""Where the training step runs fastest: XLA on or off and the kernel backend, per device and dtype.
+
+The one place that decides, from measurements on each kind of device
+(`benchmarks/pretraining_throughput.py`, `benchmarks/fine_tuning_throughput.py`):
+
+* GPUs and TPUs: XLA and the `stock` kernels (TPUs always compile).
+* CPUs, float32 and float16: XLA, whose fusion of the element-wise work beats TensorFlow's graph
+  at every BERT size, with the `cpu_xla` kernels shaped for it.
+* CPUs, bfloat16: no XLA, and the `cpu_onednn` kernels. XLA's CPU backend computes bfloat16
+  products without the CPU's bfloat16 units (AMX, AVX512-BF16), at about float32's speed;
+  TensorFlow's oneDNN kernels use them, at about four times float32's speed on an AMX CPU.
+
+An explicit `enable_xla` or `kernels` wins; `kernels=auto` then follows XLA (`cpu_xla` with XLA,
+`cpu_onednn` without it, on CPUs). A CPU without bfloat16 units runs bfloat16 products in
+software, slower than float32, so choosing bfloat16 there comes with a warning.
+
+Example:
+
+>>> choice = choose("CPU", "bfloat16", cpu_flags={"avx512f", "amx_bf16"})
+>>> choice.enable_xla, choice.kernels
+(False, 'cpu_onednn')
+>>> choose("GPU", "bfloat16").enable_xla
+True
+"""
+
+import dataclasses
+
+from official_bert import ops
+
+# /proc/cpuinfo flags of CPUs with bfloat16 arithmetic units.
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+  """What `choose` decided.
+
+  Args:
+    enable_xla: compile the steps with XLA.
+    kernels: the kernel backend (`official_bert.ops.BACKENDS`).
+    reason: why, in one sentence, for the log.
+    warning: a sentence to log as a warning, or None.
+  """
+
+  enable_xla: bool
+  kernels: str
+  reason: str
+  warning: str = None
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+  """The feature flags of this machine's CPU (an empty set where `path` cannot be read)."""
+  try:
+    with open(path) as cpuinfo:
+      for line in cpuinfo:
+        if line.startswith("flags"):
+          return frozenset(line.split(":", 1)[1].split())
+  except OSError:
+    pass
+  return frozenset()
+
+
+def has_bf16_hardware(flags):
+  """Whether a CPU with these /proc/cpuinfo `flags` computes bfloat16 products in hardware."""
+  return any(flag in flags for flag in BF16_CPU_FLAGS)
+
+
+def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="auto"):
+  """Chooses XLA and the kernel backend for steps on `device_type` in `dtype`.
+
+  Args:
+    device_type: `CPU`, `GPU` or `TPU`, the type of the replicas' devices.
+    dtype: `float32`, `float16` or `bfloat16` (the `EngineConfig.dtype`).
+    cpu_flags: the CPU's /proc/cpuinfo flags (`cpu_flags()`), read for bfloat16 on a CPU.
+    enable_xla: True or False to decide yourself; None to let the measurements decide.
+    kernels: `auto`, or a backend of `official_bert.ops.BACKENDS` to decide yourself.
+
+  Returns:
+    A `Choice`.
+  """
+  device_type = device_type.upper()
+  cpu = device_type == "CPU"
+  bf16_on_cpu = cpu and dtype == "bfloat16"
+  if enable_xla is not None:
+    xla, reason = enable_xla, f"XLA {'on' if enable_xla else 'off'} as asked"
+  elif bf16_on_cpu:
+    xla, reason = False, ("XLA off: its CPU backend computes bfloat16 products without the CPU's "
+                          "bfloat16 units, TensorFlow's oneDNN kernels use them")
+  else:
+    xla, reason = True, f"XLA on: measured fastest for {dtype} on {device_type}"
+  backend = ops.resolve_backend(kernels, device_type, xla=xla)
+  reason += (f"; {backend} kernels as asked" if kernels != "auto"
+             else f"; {backend} kernels, auto's for {device_type} with XLA "
+                  f"{'on' if xla else 'off'}")
+  warning = None
+  if bf16_on_cpu and not has_bf16_hardware(cpu_flags):
+    warning = ("bfloat16 on a CPU without bfloat16 units (no amx_bf16 or avx512_bf16 among its "
+               "flags) runs its products in software, slower than float32: float32 is the "
+               "better choice on this machine.")
+  return Choice(enable_xla=xla, kernels=backend, reason=reason, warning=warning)

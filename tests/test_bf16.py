@@ -1,0 +1,277 @@
+"""bfloat16 on CPUs: the choice of XLA and kernels per device and dtype, the `cpu_onednn` forms
+against the stock ones, and tiny models in mixed bfloat16 against float32 (forward and one
+training step), to tolerances that fit bfloat16's 8-bit significand."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, ops
+from official_bert.layers.activations import gelu_tanh, get_activation
+from official_bert.layers.dense import Dense
+from official_bert.layers.transformer_block import TransformerBlock
+from official_bert.models.losses import pretraining_losses
+from official_bert.ops import cpu_onednn, stock
+from official_bert.tasks.classification import classification_loss
+from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
+
+AMX = frozenset({"avx512f", "amx_tile", "amx_bf16", "avx512_bf16"})
+NO_BF16 = frozenset({"avx2", "avx512f"})
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+  yield
+  keras.mixed_precision.set_global_policy("float32")
+
+
+# === The choice ===
+
+@pytest.mark.parametrize("flags", [AMX, frozenset({"avx512_bf16"})])
+def test_bfloat16_on_a_cpu_with_bf16_units_runs_without_xla_on_onednn_kernels(flags):
+  choice = accelerators.choose("CPU", "bfloat16", flags)
+  assert (choice.enable_xla, choice.kernels, choice.warning) == (False, "cpu_onednn", None)
+  assert "XLA off" in choice.reason
+
+
+def test_bfloat16_on_a_cpu_without_bf16_units_warns_that_float32_is_better():
+  choice = accelerators.choose("CPU", "bfloat16", NO_BF16)
+  assert "float32 is the better choice" in choice.warning
+  assert accelerators.choose("CPU", "float32", NO_BF16).warning is None
+  assert accelerators.choose("GPU", "bfloat16", NO_BF16).warning is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_other_cpu_dtypes_keep_xla_and_its_kernels(dtype):
+  choice = accelerators.choose("CPU", dtype, AMX)
+  assert (choice.enable_xla, choice.kernels) == (True, "cpu_xla")
+
+
+@pytest.mark.parametrize("device", ["GPU", "TPU", "gpu"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_accelerators_keep_xla_and_the_stock_kernels(device, dtype):
+  choice = accelerators.choose(device, dtype, AMX)
+  assert (choice.enable_xla, choice.kernels, choice.warning) == (True, "stock", None)
+
+
+def test_explicit_flags_win_and_auto_kernels_follow_xla():
+  assert accelerators.choose("CPU", "bfloat16", AMX, enable_xla=True).kernels == "cpu_xla"
+  assert accelerators.choose("CPU", "float32", AMX, enable_xla=False).kernels == "cpu_onednn"
+  choice = accelerators.choose("CPU", "bfloat16", AMX, kernels="stock")
+  assert (choice.enable_xla, choice.kernels) == (False, "stock")
+  assert "as asked" in choice.reason
+  choice = accelerators.choose("GPU", "float32", enable_xla=False, kernels="cpu_xla")
+  assert (choice.enable_xla, choice.kernels) == (False, "cpu_xla")
+
+
+def test_cpu_flags_are_read_from_the_flags_line(tmp_path):
+  cpuinfo = tmp_path / "cpuinfo"
+  cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f amx_bf16\nbugs\t\t: none\n")
+  flags = accelerators.cpu_flags(str(cpuinfo))
+  assert flags == {"fpu", "avx512f", "amx_bf16"} and accelerators.has_bf16_hardware(flags)
+  assert accelerators.cpu_flags(str(tmp_path / "absent")) == frozenset()
+  assert not accelerators.has_bf16_hardware(NO_BF16)
+
+
+def test_engine_setup_applies_and_logs_the_choice():
+  config = EngineConfig(dtype="bfloat16")
+  strategy = config.setup()
+  assert ops.kernel_backend() == "cpu_onednn"
+  assert config.accelerator_choice(strategy).enable_xla is False
+  assert EngineConfig(dtype="float32").accelerator_choice(strategy).kernels == "cpu_xla"
+  ops.set_kernel_backend("cpu_xla")
+
+
+# === The cpu_onednn forms ===
+
+def _dense_case(seed, shape, units, transpose):
+  rng = np.random.default_rng(seed)
+  inputs = tf.constant(rng.normal(size=shape), tf.float32)
+  kernel_shape = (units, shape[-1]) if transpose else (shape[-1], units)
+  kernel = tf.constant(rng.normal(size=kernel_shape) / np.sqrt(shape[-1]), tf.float32)
+  bias = tf.constant(rng.normal(size=units), tf.float32)
+  return inputs, kernel, bias
+
+
+def _value_and_gradients(fn, inputs, kernel, bias):
+  with tf.GradientTape() as tape:
+    tape.watch([inputs, kernel, bias])
+    outputs = fn(inputs, kernel, bias)
+    loss = tf.reduce_sum(outputs * tf.cos(outputs))
+  return [outputs, *tape.gradient(loss, [inputs, kernel, bias])]
+
+
+@pytest.mark.parametrize("shape", [(6, 5), (2, 3, 5)])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_onednn_dense_matches_stock_forward_and_backward(shape, transpose):
+  # In a graph, where the optimizer fuses the product, bias and activation.
+  inputs, kernel, bias = _dense_case(0, shape, 4, transpose)
+  for activation in (None, "gelu_tanh", "gelu_erf", "relu"):
+    function = activation and get_activation(activation)
+    results = []
+    for module in (stock, cpu_onednn):
+      @tf.function
+      def fn(x, k, b, module=module, function=function):
+        return module.dense(x, k, b, function, transpose_kernel=transpose)
+      results.append(_value_and_gradients(fn, inputs, kernel, bias))
+    for expected, actual in zip(*results):
+      np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5,
+                                 err_msg=str(activation))
+
+
+def test_onednn_dense_in_bfloat16_is_the_float32_product_rounded():
+  inputs, kernel, bias = _dense_case(1, (4, 16, 64), 32, False)
+  bf16 = [tf.cast(t, tf.bfloat16) for t in (inputs, kernel, bias)]
+  fused = tf.function(lambda x, k, b: cpu_onednn.dense(x, k, b, gelu_tanh))(*bf16)
+  exact = stock.dense(*[tf.cast(t, tf.float32) for t in bf16], gelu_tanh)
+  assert fused.dtype == tf.bfloat16
+  np.testing.assert_allclose(tf.cast(fused, tf.float32).numpy(), exact.numpy(), rtol=2e-2,
+                             atol=2e-2)
+
+
+def test_onednn_feed_forward_activation_is_float32_in_training_and_bfloat16_in_inference():
+  # Inference keeps the bfloat16 form that fuses into the product; training, whose activation
+  # cannot fuse (its input is kept for the gradient), computes it in float32.
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  with ops.use_kernels("cpu_onednn"):
+    block = TransformerBlock(8, 2, 16)
+  inputs, mask = tf.ones((2, 5, 8)), tf.ones((2, 5))
+  for training, dtype in ((True, tf.float32), (False, tf.bfloat16)):
+    graph = tf.function(lambda x, m, training=training: block(x, m, training=training)
+                        ).get_concrete_function(inputs, mask).graph
+    tanh = [op for op in graph.get_operations() if op.type == "Tanh"]
+    assert [op.inputs[0].dtype for op in tanh] == [dtype]
+
+
+@pytest.mark.parametrize("backend", list(ops.BACKENDS))
+def test_dense_layer_is_keras_dense_on_every_backend(backend):
+  inputs = np.random.default_rng(2).normal(size=(2, 3, 5)).astype("float32")
+  reference = keras.layers.Dense(4, activation="relu")
+  expected = reference(inputs)
+  with ops.use_kernels(backend):
+    layer = Dense(4, activation="relu")
+  layer.build(inputs.shape)
+  layer.set_weights(reference.get_weights())
+  assert [v.path.split("/")[-1] for v in layer.weights] == ["kernel", "bias"]
+  np.testing.assert_allclose(layer(inputs).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+  assert type(Dense.from_config(layer.get_config())) is Dense
+
+
+# === Tiny models in bfloat16 against float32 ===
+
+CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
+
+
+def _features(batch=4, seq=12, predictions=3, seed=0):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, CONFIG.vocab_size, (batch, seq)).astype("int32")
+  mask = np.ones_like(ids)
+  mask[0, seq // 2:] = 0
+  features = {"input_word_ids": ids * mask, "input_mask": mask,
+              "input_type_ids": (np.arange(seq) >= seq // 3).astype("int32")[None].repeat(batch, 0),
+              "masked_lm_positions": np.sort(rng.permutation(np.arange(1, seq // 2))[
+                  :predictions])[None].repeat(batch, 0).astype("int32")}
+  labels = {"labels": rng.integers(0, 3, batch).astype("int32"),
+            "weights": np.ones(batch, "float32"),
+            "masked_lm_ids": rng.integers(5, CONFIG.vocab_size, (batch, predictions)),
+            "masked_lm_weights": np.ones((batch, predictions), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+  return features, labels
+
+
+def _twins(build, backend):
+  """The same model in float32 (stock kernels) and mixed bfloat16 (`backend`), same weights."""
+  with ops.use_kernels("stock"):
+    float32 = build("float32")
+  with ops.use_kernels(backend):
+    bfloat16 = build("mixed_bfloat16")
+  bfloat16.set_weights(float32.get_weights())
+  return float32, bfloat16
+
+
+def _relative_error(actual, expected):
+  actual, expected = (np.asarray(tf.cast(t, tf.float32)) for t in (actual, expected))
+  return np.linalg.norm(actual - expected) / np.linalg.norm(expected)
+
+
+@pytest.mark.parametrize("backend", ["cpu_onednn", "stock"])
+def test_bfloat16_encoder_forward_is_float32_to_bfloat16_precision(backend):
+  float32, bfloat16 = _twins(lambda dtype: BertEncoder(CONFIG, dtype=dtype), backend)
+  features, _ = _features()
+  del features["masked_lm_positions"]
+  expected = float32(features)
+  actual = tf.function(bfloat16)(features)
+  assert actual["sequence_output"].dtype == tf.bfloat16
+  assert all(v.dtype == "float32" for v in bfloat16.weights)  # master weights
+  for name in ("sequence_output", "pooled_output"):
+    assert _relative_error(actual[name], expected[name]) < 3e-2, name
+  layer = bfloat16.transformer_layers[0]
+  assert layer.output_layer_norm.compute_dtype == "float32"
+
+
+def _train_step(model, loss_fn, features, labels):
+  """The loss and the weights after one AdamW step, and the gradients (float32 each)."""
+  optimizer = create_optimizer("adamw", 1e-3, 10, 0)
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      loss = loss_fn(model(features, training=True), labels)["loss"]
+    gradients = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss, gradients
+
+  loss, gradients = step()
+  return (loss, [tf.convert_to_tensor(g) for g in gradients],
+          [v.numpy() for v in model.trainable_variables])
+
+
+@pytest.mark.parametrize("task", ["classifier", "pretrainer"])
+def test_one_bfloat16_training_step_follows_float32(task):
+  if task == "classifier":
+    def build(dtype):
+      return BertClassifier(CONFIG, num_classes=3, dtype=dtype)
+    loss_fn = classification_loss(False)
+  else:
+    def build(dtype):
+      return BertPretrainer(CONFIG, dtype=dtype)
+    loss_fn = pretraining_losses
+  float32, bfloat16 = _twins(build, "cpu_onednn")
+  features, labels = _features()
+  if task == "classifier":
+    features = {k: v for k, v in features.items() if k != "masked_lm_positions"}
+  before = [v.numpy() for v in float32.trainable_variables]
+  loss32, grads32, after32 = _train_step(float32, loss_fn, features, labels)
+  loss16, grads16, after16 = _train_step(bfloat16, loss_fn, features, labels)
+  assert loss16.dtype == tf.float32 and abs(float(loss16) - float(loss32)) < 2e-2 * float(loss32)
+  assert all(g.dtype == tf.float32 for g in grads16)
+  flat32 = np.concatenate([np.ravel(g) for g in grads32])
+  flat16 = np.concatenate([np.ravel(g) for g in grads16])
+  assert flat16 @ flat32 / np.linalg.norm(flat16) / np.linalg.norm(flat32) > 0.99
+  # The update itself: each weight moved by about the same step in both precisions.
+  step32 = np.concatenate([np.ravel(a - b) for a, b in zip(after32, before)])
+  step16 = np.concatenate([np.ravel(a - b) for a, b in zip(after16, before)])
+  assert _relative_error(step16, step32) < 0.2
+
+
+def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
+  engine = EngineConfig(dtype="bfloat16", steps_per_loop=10, log_steps=10, seed=0)
+  strategy = engine.setup()
+  assert not engine.accelerator_choice(strategy).enable_xla
+  features, labels = _features(batch=8)
+  del features["masked_lm_positions"]
+  with strategy.scope():
+    model = BertClassifier(CONFIG, num_classes=3)
+    optimizer = create_optimizer("adamw", 3e-3, 30, 0, dtype="bfloat16")
+  trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
+                    model_dir=str(tmp_path), config=engine)
+  def dataset_fn(_):
+    return tf.data.Dataset.from_tensors((features, labels)).repeat()
+  first = trainer.train(dataset_fn, 10)["loss"]
+  last = trainer.train(dataset_fn, 30)["loss"]
+  assert model.encoder.transformer_layers[0].intermediate.compute_dtype == "bfloat16"
+  assert np.isfinite(last) and last < 0.5 * first
+  ops.set_kernel_backend("cpu_xla")
