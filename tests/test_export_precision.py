@@ -179,3 +179,17 @@ def test_a_task_exports_in_the_dtype_it_trained_in(tmp_path, policy, stored):
                                     ).get_variable_to_dtype_map().values()
   assert sorted({dtype.name for dtype in dtypes if dtype.is_floating}) == stored
   assert bool(_xla_functions(tmp_path / "export")) == (policy == "float32")
+
+
+def test_a_bfloat16_export_is_built_on_the_fused_cpu_kernels_and_a_float32_one_on_xla():
+  from official_bert import ops
+  from official_bert.export import saved_model
+  from official_bert.layers.dense import Dense
+
+  model = BertClassifier(CONFIG, num_classes=2)
+  model(IDS)
+  served, jit_compile = saved_model._serving_model(model, "bfloat16", None)
+  dense = [layer for layer in served._flatten_layers() if isinstance(layer, Dense)]
+  assert dense and not jit_compile
+  assert all(layer._kernels is ops.kernels("cpu_onednn") for layer in dense)
+  assert saved_model._serving_model(model, "float32", None) == (model, True)

@@ -21,6 +21,7 @@ Example:
 import keras
 
 from official_bert.checkpoints import model_info
+from official_bert.training import accelerators
 
 SERVING_DTYPES = ("float32", "bfloat16")
 
@@ -38,13 +39,26 @@ def compute_dtype(model, dtype=None):
   return dtype or keras.backend.standardize_dtype(model.dtype_policy.compute_dtype)
 
 
+def serving_choice(dtype, jit_compile=None):
+  """XLA and the kernels of an export that computes in `dtype`, served on a CPU.
+
+  The engine's one decision (`official_bert.training.accelerators.choose`) for this machine's
+  CPU; `jit_compile` True or False overrides its XLA choice.
+
+  Args:
+    dtype: the compute dtype, e.g. `compute_dtype(model, dtype)`.
+    jit_compile: None for the choice per dtype.
+  """
+  return accelerators.choose("CPU", dtype, accelerators.cpu_flags(), enable_xla=jit_compile)
+
+
 def default_jit_compile(dtype):
   """Whether an export that computes in `dtype` is compiled with XLA (see the module docstring).
 
   Args:
     dtype: the compute dtype, e.g. `compute_dtype(model, dtype)`.
   """
-  return dtype != "bfloat16"
+  return serving_choice(dtype).enable_xla
 
 
 def serving_dtype(training_dtype):

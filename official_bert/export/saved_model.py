@@ -67,7 +67,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from official_bert import checkpoints, tokenization
+from official_bert import checkpoints, ops, tokenization
 from official_bert.export import archive as archive_lib
 from official_bert.export import precision, signatures, span_answers
 from official_bert.models import (
@@ -97,14 +97,18 @@ def _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets):
 
 
 def _serving_model(model, dtype, jit_compile):
-  """`model` in the serving `dtype`, and whether to compile it with XLA (None: per dtype)."""
-  model = precision.with_dtype(model, dtype)
-  compute_dtype = precision.compute_dtype(model)
-  if jit_compile is None:
-    jit_compile = precision.default_jit_compile(compute_dtype)
-  logging.info("The SavedModel computes in %s, XLA %s.", compute_dtype,
-               "on" if jit_compile else "off")
-  return model, jit_compile
+  """`model` in the serving `dtype`, and whether to compile it with XLA (None: per dtype).
+
+  A model rebuilt in another dtype is built on the kernels that the engine's one decision
+  (`training.accelerators.choose`) picks for a CPU server in that dtype: for bfloat16, the
+  `cpu_onednn` products that the graph optimizer fuses with their bias and activation.
+  """
+  choice = precision.serving_choice(precision.compute_dtype(model, dtype), jit_compile)
+  with ops.use_kernels(choice.kernels):
+    model = precision.with_dtype(model, dtype)
+  logging.info("The SavedModel computes in %s: %s.", precision.compute_dtype(model),
+               choice.reason)
+  return model, choice.enable_xla
 
 
 def _new_archive(text_packer):
