@@ -39,7 +39,6 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -48,11 +47,11 @@ import tempfile
 import time
 
 from absl import app, flags, logging
+import hf_bridge
 import numpy as np
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, configs
-from official_bert.checkpoints import hf_to_original, tf1
 from official_bert.export import export_classifier, export_encoder, precision
 
 flags.DEFINE_bool("smoke", False, "A tiny model, one sequence length, a few calls: checks that "
@@ -193,54 +192,21 @@ TORCH_SCRIPT = pathlib.Path(__file__).resolve().parent / "torch_serving.py"
 CHECK_IDS = [[2, 7, 9, 11, 13, 3]]
 
 
-def torch_python():
-  """The Python that runs `torch_serving.py`, or None when none has torch and transformers."""
-  if FLAGS.torch_python:
-    return FLAGS.torch_python
-  if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
-    return sys.executable
-  return None
-
-
-def run_torch(python, job):
-  """Runs `torch_serving.py` with `python` on `job`; returns its JSON answer."""
-  run = subprocess.run([python, str(TORCH_SCRIPT)], input=json.dumps(job), capture_output=True,
-                       text=True, check=False)
-  if run.returncode:
-    raise RuntimeError(f"The PyTorch process failed:\n{run.stderr[-3000:]}")
-  return json.loads(run.stdout)
-
-
-def hf_weights(encoder, shapes):
-  """The encoder's weights under the Hugging Face `BertModel` names of `shapes` (name: shape)."""
-  original = tf1.get_original_weights(encoder)
-  weights = {}
-  for name, shape in shapes.items():
-    # A probe with distinct values: the renaming tells the original name and whether the
-    # Hugging Face layout is the transpose of the original one.
-    probe = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    ((target, renamed),) = hf_to_original({name: probe}).items()
-    if target not in original:
-      continue  # a buffer of the PyTorch model (position ids)
-    value = np.asarray(original[target], np.float32)
-    weights[name] = np.ascontiguousarray(value if np.array_equal(renamed, probe) else value.T)
-  return weights
-
-
 def torch_rows(encoder, batches, seq, seconds, workdir):
   """Hugging Face `BertModel` on the encoder's weights: one result per (dtype, compile, batch),
   with `check` (its outputs on `CHECK_IDS`); None without a Python that has torch."""
-  python = torch_python()
+  python = hf_bridge.find_torch_python(FLAGS.torch_python)
   if python is None:
     return None
   config = encoder.config.to_dict()
-  shapes = run_torch(python, {"names": True, "config": config})
+  shapes = hf_bridge.run_torch(python, TORCH_SCRIPT, {"names": True, "config": config})
   path = os.path.join(workdir, "hf_weights.npz")
-  np.savez(path, **hf_weights(encoder, shapes))
+  np.savez(path, **hf_bridge.hf_weights(encoder, shapes))
   cells = [{"dtype": dtype, "compile": compiled, "batch": batch, "seq": seq}
            for dtype in FLAGS.dtypes for compiled in (False, True) for batch in batches]
-  return run_torch(python, {"weights": path, "config": config, "cells": cells,
-                            "check_ids": CHECK_IDS, "seconds": seconds})
+  return hf_bridge.run_torch(python, TORCH_SCRIPT,
+                             {"weights": path, "config": config, "cells": cells,
+                              "check_ids": CHECK_IDS, "seconds": seconds})
 
 
 def check_same_weights(encoder, answer):
