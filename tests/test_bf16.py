@@ -2,6 +2,9 @@
 against the stock ones, and tiny models in mixed bfloat16 against float32 (forward and one
 training step), to tolerances that fit bfloat16's 8-bit significand."""
 
+import dataclasses
+from unittest import mock
+
 import keras
 import numpy as np
 import pytest
@@ -32,7 +35,7 @@ def float32_policy():
 def test_bfloat16_on_a_cpu_with_bf16_units_runs_without_xla_on_onednn_kernels(flags):
   choice = accelerators.choose("CPU", "bfloat16", flags)
   assert (choice.enable_xla, choice.kernels, choice.warning) == (False, "cpu_onednn", None)
-  assert "XLA off" in choice.reason
+  assert choice.compile_update and "XLA off" in choice.reason and "update apart" in choice.reason
 
 
 def test_bfloat16_on_a_cpu_without_bf16_units_warns_that_float32_is_better():
@@ -45,7 +48,7 @@ def test_bfloat16_on_a_cpu_without_bf16_units_warns_that_float32_is_better():
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_other_cpu_dtypes_keep_xla_and_its_kernels(dtype):
   choice = accelerators.choose("CPU", dtype, AMX)
-  assert (choice.enable_xla, choice.kernels) == (True, "cpu_xla")
+  assert (choice.enable_xla, choice.kernels, choice.compile_update) == (True, "cpu_xla", False)
 
 
 @pytest.mark.parametrize("device", ["GPU", "TPU", "gpu"])
@@ -53,11 +56,14 @@ def test_other_cpu_dtypes_keep_xla_and_its_kernels(dtype):
 def test_accelerators_keep_xla_and_the_stock_kernels(device, dtype):
   choice = accelerators.choose(device, dtype, AMX)
   assert (choice.enable_xla, choice.kernels, choice.warning) == (True, "stock", None)
+  assert not choice.compile_update
+  assert not accelerators.choose(device, dtype, AMX, enable_xla=False).compile_update
 
 
 def test_explicit_flags_win_and_auto_kernels_follow_xla():
   assert accelerators.choose("CPU", "bfloat16", AMX, enable_xla=True).kernels == "cpu_xla"
   assert accelerators.choose("CPU", "float32", AMX, enable_xla=False).kernels == "cpu_onednn"
+  assert accelerators.choose("CPU", "float32", AMX, enable_xla=False).compile_update
   choice = accelerators.choose("CPU", "bfloat16", AMX, kernels="stock")
   assert (choice.enable_xla, choice.kernels) == (False, "stock")
   assert "as asked" in choice.reason
@@ -275,3 +281,38 @@ def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
   assert model.encoder.transformer_layers[0].intermediate.compute_dtype == "bfloat16"
   assert np.isfinite(last) and last < 0.5 * first
   ops.set_kernel_backend("cpu_xla")
+
+
+def _trained_weights(tmp_path, compile_update):
+  """A tiny float32 classifier's weights after 3 steps without XLA for the step, its update
+  compiled apart by XLA or not."""
+  engine = EngineConfig(enable_xla=False, kernels="stock", steps_per_loop=3, log_steps=3, seed=0,
+                        clip_norm=0.05)
+  strategy = engine.setup()
+  choice = engine.accelerator_choice(strategy)
+  assert choice.compile_update  # the engine's choice for a CPU step without XLA
+  features, labels = _features(batch=8)
+  del features["masked_lm_positions"]
+  keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = BertClassifier(CONFIG, num_classes=3)
+    optimizer = create_optimizer("adamw", 1e-2, 30, 1)
+  with mock.patch.object(EngineConfig, "accelerator_choice", return_value=dataclasses.replace(
+      choice, compile_update=compile_update)):
+    trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
+                      model_dir=str(tmp_path), config=engine)
+  # The update is one XLA program when asked (`tf.function`'s own flag), else the step's graph.
+  assert getattr(trainer._update, "_jit_compile", False) is compile_update
+  logs = trainer.train(lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat(), 3)
+  ops.set_kernel_backend("cpu_xla")
+  return logs, [v.numpy() for v in model.trainable_variables]
+
+
+def test_the_update_compiled_apart_computes_the_graph_update(tmp_path):
+  graph_logs, graph = _trained_weights(tmp_path / "graph", compile_update=False)
+  compiled_logs, compiled = _trained_weights(tmp_path / "compiled", compile_update=True)
+  # Clipping was active (the norm is above 0.05), so the compiled update clipped too.
+  assert compiled_logs["gradient_norm"] > 0.05
+  np.testing.assert_allclose(compiled_logs["loss"], graph_logs["loss"], rtol=1e-5)
+  for actual, expected in zip(compiled, graph):
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)
