@@ -15,7 +15,7 @@ from official_bert.layers.activations import gelu_tanh, get_activation
 from official_bert.layers.dense import Dense
 from official_bert.layers.transformer_block import TransformerBlock
 from official_bert.models.losses import pretraining_losses
-from official_bert.ops import cpu_onednn, stock
+from official_bert.ops import cpu_onednn, cpu_xla, stock
 from official_bert.tasks.classification import classification_loss
 from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
 
@@ -136,18 +136,63 @@ def test_onednn_dense_in_bfloat16_is_the_float32_product_rounded():
                              atol=2e-2)
 
 
-def test_onednn_feed_forward_activation_is_float32_in_training_and_bfloat16_in_inference():
+def test_onednn_feed_forward_activation_is_compiled_in_training_and_fused_in_inference():
   # Inference keeps the bfloat16 form that fuses into the product; training, whose activation
-  # cannot fuse (its input is kept for the gradient), computes it in float32.
+  # cannot fuse (its input is kept for the gradient), runs it as an XLA program of its own.
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
   with ops.use_kernels("cpu_onednn"):
     block = TransformerBlock(8, 2, 16)
   inputs, mask = tf.ones((2, 5, 8)), tf.ones((2, 5))
-  for training, dtype in ((True, tf.float32), (False, tf.bfloat16)):
+  for training in (True, False):
     graph = tf.function(lambda x, m, training=training: block(x, m, training=training)
                         ).get_concrete_function(inputs, mask).graph
-    tanh = [op for op in graph.get_operations() if op.type == "Tanh"]
-    assert [op.inputs[0].dtype for op in tanh] == [dtype]
+    tanh = [op.inputs[0].dtype for op in graph.get_operations() if op.type == "Tanh"]
+    compiled = [f.name for f in graph._functions.values()
+                if f.cached_definition.attr["_XlaMustCompile"].b]
+    assert tanh == ([] if training else [tf.bfloat16])
+    assert bool(compiled) is training
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu_erf", "relu"])
+def test_compiled_activation_matches_stock_forward_and_backward(activation):
+  function = get_activation(activation)
+  rng = np.random.default_rng(5)
+  inputs = tf.cast(tf.constant(rng.normal(size=(64, 96)) * 2, tf.float32), tf.bfloat16)
+  upstream = tf.cast(tf.constant(rng.normal(size=(64, 96)), tf.float32), tf.bfloat16)
+  results = []
+  for fn in (lambda x: function(tf.cast(x, tf.float32)),
+             tf.function(cpu_onednn.compiled_activation(function))):
+    with tf.GradientTape() as tape:
+      tape.watch(inputs)
+      outputs = fn(inputs)
+    results.append([tf.cast(t, tf.float32).numpy() for t in (
+        outputs, tape.gradient(outputs, inputs, tf.cast(upstream, outputs.dtype)))])
+  (expected, expected_grad), (actual, actual_grad) = results
+  assert actual.dtype == np.float32  # cast back above; the compiled form gives bfloat16
+  # The compiled form computes in float32 and rounds to bfloat16 (8-bit significand) once.
+  np.testing.assert_allclose(actual, expected, rtol=8e-3, atol=1e-6)
+  np.testing.assert_allclose(actual_grad, expected_grad, rtol=1.6e-2, atol=1e-2)
+
+
+def test_onednn_dropout_gradient_hashes_the_same_mask_in_bfloat16():
+  inputs = tf.cast(tf.constant(np.random.default_rng(6).normal(size=(8, 4, 33)), tf.float32),
+                   tf.bfloat16)
+  seed = tf.constant([3, 9])
+  @tf.function
+  def fn(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      outputs = cpu_onednn.dropout(x, 0.1, seed)
+    return outputs, tape.gradient(outputs, x, tf.ones_like(outputs))
+  outputs, gradient = fn(inputs)
+  expected = cpu_xla.dropout(inputs, 0.1, seed)
+  assert outputs.dtype == gradient.dtype == tf.bfloat16
+  np.testing.assert_array_equal(outputs.numpy(), expected.numpy())
+  kept = expected.numpy() != 0
+  assert 0.85 < kept.mean() < 0.95
+  # The stock form's gradient: the scale where kept, zero where dropped.
+  np.testing.assert_allclose(tf.cast(gradient, tf.float32).numpy(),
+                             kept * np.float32(tf.cast(1 / 0.9, tf.bfloat16).numpy()), rtol=1e-6)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
