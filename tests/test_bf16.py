@@ -2,6 +2,9 @@
 against the stock ones, and tiny models in mixed bfloat16 against float32 (forward and one
 training step), to tolerances that fit bfloat16's 8-bit significand."""
 
+import dataclasses
+from unittest import mock
+
 import keras
 import numpy as np
 import pytest
@@ -12,7 +15,7 @@ from official_bert.layers.activations import gelu_tanh, get_activation
 from official_bert.layers.dense import Dense
 from official_bert.layers.transformer_block import TransformerBlock
 from official_bert.models.losses import pretraining_losses
-from official_bert.ops import cpu_onednn, stock
+from official_bert.ops import cpu_onednn, cpu_xla, stock
 from official_bert.tasks.classification import classification_loss
 from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
 
@@ -32,7 +35,7 @@ def float32_policy():
 def test_bfloat16_on_a_cpu_with_bf16_units_runs_without_xla_on_onednn_kernels(flags):
   choice = accelerators.choose("CPU", "bfloat16", flags)
   assert (choice.enable_xla, choice.kernels, choice.warning) == (False, "cpu_onednn", None)
-  assert "XLA off" in choice.reason
+  assert choice.compile_update and "XLA off" in choice.reason and "update apart" in choice.reason
 
 
 def test_bfloat16_on_a_cpu_without_bf16_units_warns_that_float32_is_better():
@@ -45,7 +48,7 @@ def test_bfloat16_on_a_cpu_without_bf16_units_warns_that_float32_is_better():
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_other_cpu_dtypes_keep_xla_and_its_kernels(dtype):
   choice = accelerators.choose("CPU", dtype, AMX)
-  assert (choice.enable_xla, choice.kernels) == (True, "cpu_xla")
+  assert (choice.enable_xla, choice.kernels, choice.compile_update) == (True, "cpu_xla", False)
 
 
 @pytest.mark.parametrize("device", ["GPU", "TPU", "gpu"])
@@ -53,11 +56,14 @@ def test_other_cpu_dtypes_keep_xla_and_its_kernels(dtype):
 def test_accelerators_keep_xla_and_the_stock_kernels(device, dtype):
   choice = accelerators.choose(device, dtype, AMX)
   assert (choice.enable_xla, choice.kernels, choice.warning) == (True, "stock", None)
+  assert not choice.compile_update
+  assert not accelerators.choose(device, dtype, AMX, enable_xla=False).compile_update
 
 
 def test_explicit_flags_win_and_auto_kernels_follow_xla():
   assert accelerators.choose("CPU", "bfloat16", AMX, enable_xla=True).kernels == "cpu_xla"
   assert accelerators.choose("CPU", "float32", AMX, enable_xla=False).kernels == "cpu_onednn"
+  assert accelerators.choose("CPU", "float32", AMX, enable_xla=False).compile_update
   choice = accelerators.choose("CPU", "bfloat16", AMX, kernels="stock")
   assert (choice.enable_xla, choice.kernels) == (False, "stock")
   assert "as asked" in choice.reason
@@ -130,18 +136,63 @@ def test_onednn_dense_in_bfloat16_is_the_float32_product_rounded():
                              atol=2e-2)
 
 
-def test_onednn_feed_forward_activation_is_float32_in_training_and_bfloat16_in_inference():
+def test_onednn_feed_forward_activation_is_compiled_in_training_and_fused_in_inference():
   # Inference keeps the bfloat16 form that fuses into the product; training, whose activation
-  # cannot fuse (its input is kept for the gradient), computes it in float32.
+  # cannot fuse (its input is kept for the gradient), runs it as an XLA program of its own.
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
   with ops.use_kernels("cpu_onednn"):
     block = TransformerBlock(8, 2, 16)
   inputs, mask = tf.ones((2, 5, 8)), tf.ones((2, 5))
-  for training, dtype in ((True, tf.float32), (False, tf.bfloat16)):
+  for training in (True, False):
     graph = tf.function(lambda x, m, training=training: block(x, m, training=training)
                         ).get_concrete_function(inputs, mask).graph
-    tanh = [op for op in graph.get_operations() if op.type == "Tanh"]
-    assert [op.inputs[0].dtype for op in tanh] == [dtype]
+    tanh = [op.inputs[0].dtype for op in graph.get_operations() if op.type == "Tanh"]
+    compiled = [f.name for f in graph._functions.values()
+                if f.cached_definition.attr["_XlaMustCompile"].b]
+    assert tanh == ([] if training else [tf.bfloat16])
+    assert bool(compiled) is training
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu_erf", "relu"])
+def test_compiled_activation_matches_stock_forward_and_backward(activation):
+  function = get_activation(activation)
+  rng = np.random.default_rng(5)
+  inputs = tf.cast(tf.constant(rng.normal(size=(64, 96)) * 2, tf.float32), tf.bfloat16)
+  upstream = tf.cast(tf.constant(rng.normal(size=(64, 96)), tf.float32), tf.bfloat16)
+  results = []
+  for fn in (lambda x: function(tf.cast(x, tf.float32)),
+             tf.function(cpu_onednn.compiled_activation(function))):
+    with tf.GradientTape() as tape:
+      tape.watch(inputs)
+      outputs = fn(inputs)
+    results.append([tf.cast(t, tf.float32).numpy() for t in (
+        outputs, tape.gradient(outputs, inputs, tf.cast(upstream, outputs.dtype)))])
+  (expected, expected_grad), (actual, actual_grad) = results
+  assert actual.dtype == np.float32  # cast back above; the compiled form gives bfloat16
+  # The compiled form computes in float32 and rounds to bfloat16 (8-bit significand) once.
+  np.testing.assert_allclose(actual, expected, rtol=8e-3, atol=1e-6)
+  np.testing.assert_allclose(actual_grad, expected_grad, rtol=1.6e-2, atol=1e-2)
+
+
+def test_onednn_dropout_gradient_hashes_the_same_mask_in_bfloat16():
+  inputs = tf.cast(tf.constant(np.random.default_rng(6).normal(size=(8, 4, 33)), tf.float32),
+                   tf.bfloat16)
+  seed = tf.constant([3, 9])
+  @tf.function
+  def fn(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      outputs = cpu_onednn.dropout(x, 0.1, seed)
+    return outputs, tape.gradient(outputs, x, tf.ones_like(outputs))
+  outputs, gradient = fn(inputs)
+  expected = cpu_xla.dropout(inputs, 0.1, seed)
+  assert outputs.dtype == gradient.dtype == tf.bfloat16
+  np.testing.assert_array_equal(outputs.numpy(), expected.numpy())
+  kept = expected.numpy() != 0
+  assert 0.85 < kept.mean() < 0.95
+  # The stock form's gradient: the scale where kept, zero where dropped.
+  np.testing.assert_allclose(tf.cast(gradient, tf.float32).numpy(),
+                             kept * np.float32(tf.cast(1 / 0.9, tf.bfloat16).numpy()), rtol=1e-6)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
@@ -275,3 +326,38 @@ def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
   assert model.encoder.transformer_layers[0].intermediate.compute_dtype == "bfloat16"
   assert np.isfinite(last) and last < 0.5 * first
   ops.set_kernel_backend("cpu_xla")
+
+
+def _trained_weights(tmp_path, compile_update):
+  """A tiny float32 classifier's weights after 3 steps without XLA for the step, its update
+  compiled apart by XLA or not."""
+  engine = EngineConfig(enable_xla=False, kernels="stock", steps_per_loop=3, log_steps=3, seed=0,
+                        clip_norm=0.05)
+  strategy = engine.setup()
+  choice = engine.accelerator_choice(strategy)
+  assert choice.compile_update  # the engine's choice for a CPU step without XLA
+  features, labels = _features(batch=8)
+  del features["masked_lm_positions"]
+  keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = BertClassifier(CONFIG, num_classes=3)
+    optimizer = create_optimizer("adamw", 1e-2, 30, 1)
+  with mock.patch.object(EngineConfig, "accelerator_choice", return_value=dataclasses.replace(
+      choice, compile_update=compile_update)):
+    trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
+                      model_dir=str(tmp_path), config=engine)
+  # The update is one XLA program when asked (`tf.function`'s own flag), else the step's graph.
+  assert getattr(trainer._update, "_jit_compile", False) is compile_update
+  logs = trainer.train(lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat(), 3)
+  ops.set_kernel_backend("cpu_xla")
+  return logs, [v.numpy() for v in model.trainable_variables]
+
+
+def test_the_update_compiled_apart_computes_the_graph_update(tmp_path):
+  graph_logs, graph = _trained_weights(tmp_path / "graph", compile_update=False)
+  compiled_logs, compiled = _trained_weights(tmp_path / "compiled", compile_update=True)
+  # Clipping was active (the norm is above 0.05), so the compiled update clipped too.
+  assert compiled_logs["gradient_norm"] > 0.05
+  np.testing.assert_allclose(compiled_logs["loss"], graph_logs["loss"], rtol=1e-5)
+  for actual, expected in zip(compiled, graph):
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-6)

@@ -102,9 +102,14 @@ class Trainer:
     # compiled `tf.function` itself (on anything but GPUs only) wraps all replicas' calls into one
     # copy of it, one XLA program on the first device, which then fails on the other replicas'
     # variables. TPUs compile everything themselves.
-    xla = config.accelerator_choice(strategy).enable_xla and not distribution.is_tpu(strategy)
+    choice = config.accelerator_choice(strategy)
+    xla = choice.enable_xla and not distribution.is_tpu(strategy)
     compiled = (lambda fn: tf.function(fn, jit_compile=True)) if xla else (lambda fn: fn)
     whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
+    # A step without XLA may still compile its update (see `accelerators`), on one device only:
+    # with several replicas the update is a synchronisation point, as above.
+    self._update = (tf.function(self._clip_and_apply, jit_compile=True)
+                    if choice.compile_update and not self._distributed else self._clip_and_apply)
     self._replica_train_step = whole(self._train_step)
     self._replica_gradients = parts(self._local_gradients)
     self._replica_eval_step = whole(self._eval_step)
@@ -234,14 +239,19 @@ class Trainer:
     if replicas > 1:
       grads, logs = tf.distribute.get_replica_context().all_reduce("sum", (grads, logs))
     norm = self._kernels.global_norm(grads) / optimization.loss_scale(self.optimizer)
+    self._update(grads, norm)
+    return dict(logs, gradient_norm=norm)
+
+  def _clip_and_apply(self, grads, norm):
+    """Clips `grads` to `clip_norm` by their global `norm` and applies them."""
     if self.config.clip_norm:
       grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
+    replicas = self.strategy.num_replicas_in_sync
     if replicas > 1:
       # Keras' `apply` sums the gradients over replicas once more; each hands in its share of
       # the (already summed and clipped) total.
       grads = [g / replicas for g in grads]
     self.optimizer.apply(grads, self._variables)
-    return dict(logs, gradient_norm=norm)
 
   def _local_gradients(self, features, labels):
     """Gradients and logs of this replica's batch, averaged over its micro-batches."""
