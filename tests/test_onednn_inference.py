@@ -146,3 +146,14 @@ def test_onednn_attention_in_training_is_the_stock_form():
       for module in (stock, cpu_onednn)]
   for expected, actual in zip(*results):
     np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+def test_onednn_forms_leave_float16_to_the_stock_forms():
+  inputs, gamma, beta = _layer_norm_case((2, 3, 16), seed=3)
+  half = tf.cast(inputs, tf.float16)
+  np.testing.assert_array_equal(cpu_onednn.layer_norm(half, gamma, beta, EPSILON).numpy(),
+                                stock.layer_norm(half, gamma, beta, EPSILON).numpy())
+  qkv, mask = _attention_case(seed=3)
+  np.testing.assert_array_equal(
+      cpu_onednn.attention(tf.cast(qkv, tf.float16), mask, 2, _no_dropout).numpy(),
+      stock.attention(tf.cast(qkv, tf.float16), mask, 2, _no_dropout).numpy())

@@ -65,6 +65,10 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   return _unrows(outputs, inputs)
 
 
+# The dtypes of oneDNN's layer norm and of its fused batched products.
+_ONEDNN_DTYPES = (tf.float32, tf.bfloat16)
+
+
 def layer_norm(inputs, gamma, beta, epsilon, training=False):
   """`stock.layer_norm` as one oneDNN layer norm in the dtype of `inputs` (inference).
 
@@ -75,7 +79,8 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
   beta are variables.) The stock form, in float32, spends a sixth of a bfloat16 BERT-Base forward
   pass in its seven element-wise passes and the casts around them. The result is in the dtype
   of `inputs`; the form needs dynamic `rows` (as in a SavedModel's signature) for the rewrite,
-  and is still one `FusedBatchNormV3` where the shape is static.
+  and is still one `FusedBatchNormV3` where the shape is static. Training and float16 inputs
+  take the stock form.
 
   Example:
 
@@ -83,7 +88,7 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
   ...                                  1e-12)[0].numpy().tolist()]
   [-1.0, 1.0]
   """
-  if training:
+  if training or inputs.dtype not in _ONEDNN_DTYPES:
     return stock.layer_norm(inputs, gamma, beta, epsilon)
   shape = tf.shape(inputs)
   rows = tf.reduce_prod(shape[:-1])
@@ -105,14 +110,15 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
   keys and values. Here one transpose puts the heads of all three before the positions, the
   scores are a `BatchMatMulV2` against the untransposed keys whose scale and padding mask the
   graph optimizer fuses into it (`_FusedBatchMatMulV2` with `Mul` and `Add`), and oneDNN's
-  softmax keeps its sums in float32 also for bfloat16 inputs. In training it is the stock form.
+  softmax keeps its sums in float32 also for bfloat16 inputs. Training and float16 inputs take
+  the stock form.
 
   Example:
 
   >>> tuple(attention(tf.ones((2, 5, 12)), tf.ones((2, 5)), 2, lambda p, training: p).shape)
   (2, 5, 4)
   """
-  if training:
+  if training or query_key_value.dtype not in _ONEDNN_DTYPES:
     return stock.attention(query_key_value, mask, num_heads, dropout, training=training)
   dtype = query_key_value.dtype
   batch, seq = tf.shape(query_key_value)[0], tf.shape(query_key_value)[1]
