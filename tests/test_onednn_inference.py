@@ -157,3 +157,9 @@ def test_onednn_forms_leave_float16_to_the_stock_forms():
   np.testing.assert_array_equal(
       cpu_onednn.attention(tf.cast(qkv, tf.float16), mask, 2, _no_dropout).numpy(),
       stock.attention(tf.cast(qkv, tf.float16), mask, 2, _no_dropout).numpy())
+
+
+def test_layer_norm_layer_rejects_the_forms_it_does_not_compute():
+  for kwargs in ({"axis": 1}, {"center": False}, {"scale": False}):
+    with pytest.raises(ValueError, match="last axis with gamma and beta"):
+      LayerNorm(**kwargs)

@@ -18,7 +18,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
   Args:
     epsilon: added to the variance.
-    **kwargs: passed to `keras.layers.LayerNormalization` (its default last axis only).
+    **kwargs: passed to `keras.layers.LayerNormalization`: the default last axis, center, scale
+      and no RMS scaling are the only form supported.
 
   Example:
 
@@ -29,6 +30,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
   def __init__(self, epsilon=1e-3, **kwargs):
     super().__init__(epsilon=epsilon, **kwargs)
+    if self.axis not in (-1, [-1]) or not (self.center and self.scale) or self.rms_scaling:
+      raise ValueError("LayerNorm normalizes over the last axis with gamma and beta only.")
     self._kernels = kernel_ops.kernels()
     # The kernels cast the inputs themselves (oneDNN's form keeps bfloat16 inputs as they are);
     # the weights are float32 whatever the policy.
