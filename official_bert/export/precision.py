@@ -2,9 +2,9 @@
 
 `float32` serves the trained weights as they are. `bfloat16` stores every weight of the matrix
 products and embeddings in bfloat16 in the SavedModel (half the size, and no cast of the weights
-on each call) and computes in bfloat16, with the layer norms, the attention softmax and the
-outputs in float32 as in mixed-precision training; on a CPU with AMX (`amx_bf16`) oneDNN runs its
-matrix products at about four times the float32 rate.
+on each call) and computes in bfloat16 on the kernels `serving_choice` picks (`cpu_onednn`: layer
+norms and softmax with float32 statistics, float32 outputs); on a CPU with AMX (`amx_bf16`)
+oneDNN runs its matrix products at about four times the float32 rate.
 
 XLA (`jit_compile`) is chosen per dtype from `benchmarks/serving_throughput.py`: on for float32,
 where XLA's CPU code runs BERT faster than TensorFlow's graph kernels, and off for bfloat16,

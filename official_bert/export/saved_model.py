@@ -56,9 +56,9 @@ each input shape (batch size and bucket): a server that batches requests to a fe
 sizes compiles a few times.
 
 Precision: `dtype="bfloat16"` writes a SavedModel whose weights are stored in bfloat16 and whose
-encoder computes in bfloat16 (layer norms and softmax in float32), with the same signatures and
-float32 outputs; `jit_compile` then defaults to off, as XLA's CPU backend cannot use the AMX
-units that make bfloat16 fast (`official_bert/export/precision.py`).
+encoder computes in bfloat16 (layer norms and softmax with float32 statistics), with the same
+signatures and float32 outputs; `jit_compile` then defaults to off, as XLA's CPU backend cannot
+use the AMX units that make bfloat16 fast (`official_bert/export/precision.py`).
 """
 
 import os

@@ -1,16 +1,10 @@
 """Bidirectional multi-head self-attention with a padding mask."""
 
-import math
-
 import keras
-from keras import ops
 
+from official_bert import ops as kernel_ops
 from official_bert.layers.dense import Dense
 from official_bert.layers.dropout import Dropout
-
-# Added to the scores of padding positions; large enough that their softmax weight is exactly zero
-# in float32, where the scores are computed.
-_MASKED_SCORE = -1e9
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -19,7 +13,9 @@ class SelfAttention(keras.layers.Layer):
 
   Queries, keys and values come from one fused projection (`qkv`, kernel `[hidden, 3 * hidden]`,
   the three blocks in that order), which is one large matrix product instead of three small ones.
-  Scores and softmax run in float32 whatever the compute dtype.
+  Scores and softmax run in float32 whatever the compute dtype, except in inference on the
+  `cpu_onednn` kernels (`official_bert.ops.cpu_onednn.attention`), the backend current when
+  the layer is constructed.
 
   Args:
     hidden_size: width of the inputs and outputs.
@@ -38,7 +34,7 @@ class SelfAttention(keras.layers.Layer):
   Example:
 
   >>> layer = SelfAttention(hidden_size=8, num_heads=2)
-  >>> tuple(layer(ops.ones((2, 5, 8)), ops.ones((2, 5))).shape)
+  >>> tuple(layer(keras.ops.ones((2, 5, 8)), keras.ops.ones((2, 5))).shape)
   (2, 5, 8)
   """
 
@@ -56,26 +52,16 @@ class SelfAttention(keras.layers.Layer):
     self.output_dense = Dense(hidden_size, kernel_initializer=initializer,
                               dtype=self.dtype_policy, name="output_dense")
     self.probs_dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="probs_dropout")
+    self._kernels = kernel_ops.kernels()
 
   def build(self, inputs_shape, mask_shape=None):
     self.qkv.build(inputs_shape)
     self.output_dense.build(inputs_shape)
 
   def call(self, inputs, mask, training=None):
-    batch, seq = ops.shape(inputs)[0], ops.shape(inputs)[1]
-    head_size = self.hidden_size // self.num_heads
-    qkv = ops.reshape(self.qkv(inputs), (batch, seq, 3, self.num_heads, head_size))
-    # Unstacked rather than sliced: the gradient is then one stack, where three slices' gradients
-    # are three zero-padded copies of the block summed (a tenth of a bfloat16 step on CPU).
-    query, key, value = ops.unstack(qkv, 3, axis=2)
-    query = query * ops.cast(1.0 / math.sqrt(head_size), query.dtype)
-    scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", query, key), "float32")
-    padding = 1.0 - ops.cast(mask, "float32")
-    scores = scores + padding[:, None, None, :] * _MASKED_SCORE
-    probs = ops.softmax(scores, axis=-1)
-    probs = self.probs_dropout(ops.cast(probs, self.compute_dtype), training=training)
-    context = ops.einsum("bnqk,bknd->bqnd", probs, value)
-    return self.output_dense(ops.reshape(context, (batch, seq, self.hidden_size)))
+    context = self._kernels.attention(self.qkv(inputs), mask, self.num_heads, self.probs_dropout,
+                                      training=training)
+    return self.output_dense(context)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape

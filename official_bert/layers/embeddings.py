@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from official_bert.layers.dropout import Dropout
+from official_bert.layers.layer_norm import LayerNorm
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -56,7 +57,7 @@ class BertEmbeddings(keras.layers.Layer):
         type_vocab_size, hidden_size, embeddings_initializer=initializer, dtype=self.dtype_policy,
         name="token_type_embeddings")
     # Layer norm statistics in float32 keep mixed-precision training stable.
-    self.layer_norm = keras.layers.LayerNormalization(
+    self.layer_norm = LayerNorm(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="layer_norm")
     self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
@@ -71,7 +72,7 @@ class BertEmbeddings(keras.layers.Layer):
     positions = self.position_embeddings.embeddings[:seq_length]
     embeddings = (self.word_embeddings(word_ids) + self.token_type_embeddings(type_ids)
                   + ops.cast(positions, self.compute_dtype)[None])
-    embeddings = self.layer_norm(embeddings)
+    embeddings = self.layer_norm(embeddings, training=training)
     return self.dropout(ops.cast(embeddings, self.compute_dtype), training=training)
 
   def compute_output_shape(self, word_ids_shape, type_ids_shape=None):

@@ -8,6 +8,7 @@ from official_bert.layers.attention import SelfAttention
 from official_bert.layers.dense import Dense
 from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
+from official_bert.layers.layer_norm import LayerNorm
 from official_bert.layers.transposed_dense import TransposedDense
 
 
@@ -56,7 +57,7 @@ class TransformerBlock(keras.layers.Layer):
                                    initializer_range, dtype=policy, name="attention")
     self.attention_dropout = Dropout(dropout_rate, dtype=policy, name="attention_dropout")
     # Layer norms in float32 keep mixed-precision training stable.
-    self.attention_layer_norm = keras.layers.LayerNormalization(
+    self.attention_layer_norm = LayerNorm(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_layer_norm")
     self.intermediate = Dense(
         intermediate_size, activation=get_activation(activation), kernel_initializer=initializer,
@@ -64,7 +65,7 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dense = TransposedDense(hidden_size, kernel_initializer=initializer,
                                         dtype=policy, name="output_dense")
     self.output_dropout = Dropout(dropout_rate, dtype=policy, name="output_dropout")
-    self.output_layer_norm = keras.layers.LayerNormalization(
+    self.output_layer_norm = LayerNorm(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_layer_norm")
 
   def build(self, inputs_shape, mask_shape=None):
@@ -79,10 +80,12 @@ class TransformerBlock(keras.layers.Layer):
     inputs = ops.cast(inputs, self.compute_dtype)
     attended = self.attention_dropout(self.attention(inputs, mask, training=training),
                                       training=training)
-    hidden = ops.cast(self.attention_layer_norm(inputs + attended), self.compute_dtype)
+    hidden = ops.cast(self.attention_layer_norm(inputs + attended, training=training),
+                      self.compute_dtype)
     transformed = self.output_dropout(self.output_dense(self.intermediate(hidden)),
                                       training=training)
-    return ops.cast(self.output_layer_norm(hidden + transformed), self.compute_dtype)
+    return ops.cast(self.output_layer_norm(hidden + transformed, training=training),
+                    self.compute_dtype)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape

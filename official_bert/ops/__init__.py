@@ -8,7 +8,8 @@ Each kernel exists once per backend, under the same name and as the same mathema
 * `cpu_xla` (`ops/cpu_xla.py`): forms shaped for XLA's CPU backend (a hashed dropout fused into
   the step, one-pass cross-entropy and tied-projection gradients, a row-wise gradient norm);
 * `cpu_onednn` (`ops/cpu_onednn.py`): forms that TensorFlow's graph optimizer fuses into oneDNN
-  kernels on CPUs without XLA (a 2-D product, bias and activation as one kernel), the fast path
+  kernels on CPUs without XLA (a 2-D product, bias and activation as one kernel; in inference,
+  one-pass layer norms and attention on batched products in the inputs' dtype), the fast path
   for bfloat16 on CPUs with AMX.
 
 The backend is process-wide: `EngineConfig.setup()` sets it (`EngineConfig.kernels`, the
@@ -35,7 +36,7 @@ from official_bert.ops import cpu_onednn, cpu_xla, stock
 BACKENDS = {"stock": stock, "cpu_xla": cpu_xla, "cpu_onednn": cpu_onednn}
 # What each backend's module defines (`stock.py` gives their contracts).
 KERNELS = ("dropout", "sparse_softmax_cross_entropy", "project_onto_table", "matmul_transposed",
-           "dense", "gelu", "global_norm")
+           "dense", "gelu", "global_norm", "layer_norm", "attention")
 CHOICES = ("auto", *BACKENDS)
 
 _backend = None

@@ -10,11 +10,15 @@ between the product and its bias, and a bias added with `+` keeps the activation
 What the remapper cannot fuse in a training step, the element-wise work around the products
 (the activation kept apart for its gradient, dropout), runs as small XLA programs: XLA's CPU
 backend has no bfloat16 products worth using but fuses element-wise work into one pass, where
-TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). The other kernels
-are the stock ones, measured no slower in the graph
+TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In inference,
+layer norm and attention have forms that oneDNN runs as few fused kernels in the dtype of their
+inputs (`layer_norm`, `attention`; in training they are the stock forms). The other kernels are
+the stock ones, measured no slower in the graph
 (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these forms
 against the stock ones, forward and backward.
 """
+
+import math
 
 import tensorflow as tf
 
@@ -132,3 +136,75 @@ def dropout(inputs, rate, seed):
     return cpu_xla.dropout(x, rate, seed), lambda upstream: cpu_xla.dropout(upstream, rate, seed)
 
   return masked(inputs)
+
+
+# === Inference forms on oneDNN's fused kernels ===
+
+# The dtypes of oneDNN's layer norm and of its fused batched products.
+_ONEDNN_DTYPES = (tf.float32, tf.bfloat16)
+
+
+def layer_norm(inputs, gamma, beta, epsilon, training=False):
+  """`stock.layer_norm` as one oneDNN layer norm in the dtype of `inputs` (inference).
+
+  The graph optimizer (grappler's remapper) rewrites a normalization of `[1, rows, width, 1]`
+  by `FusedBatchNormV3` in training mode, with scale and offset `Fill`s of ones and zeros,
+  followed by `* gamma + beta`, into `_MklLayerNorm`, one pass that keeps its statistics in
+  float32 also for bfloat16 inputs. (It matches none of the forms Keras writes when gamma and
+  beta are variables.) The stock form, in float32, spends a sixth of a bfloat16 BERT-Base forward
+  pass in its seven element-wise passes and the casts around them. The result is in the dtype
+  of `inputs`; the form needs dynamic `rows` (as in a SavedModel's signature) for the rewrite,
+  and is still one `FusedBatchNormV3` where the shape is static. Training and float16 inputs
+  take the stock form.
+
+  Example:
+
+  >>> [round(v, 3) for v in layer_norm(tf.constant([[1.0, 3.0]]), tf.ones(2), tf.zeros(2),
+  ...                                  1e-12)[0].numpy().tolist()]
+  [-1.0, 1.0]
+  """
+  if training or inputs.dtype not in _ONEDNN_DTYPES:
+    return stock.layer_norm(inputs, gamma, beta, epsilon)
+  shape = tf.shape(inputs)
+  rows = tf.reduce_prod(shape[:-1])
+  statistics = tf.constant([], tf.float32)  # none: training mode computes them per row
+  normalized = tf.raw_ops.FusedBatchNormV3(
+      x=tf.reshape(inputs, tf.stack([1, rows, shape[-1], 1])), scale=tf.fill([rows], 1.0),
+      offset=tf.fill([rows], 0.0), mean=statistics, variance=statistics, epsilon=epsilon,
+      data_format="NCHW", is_training=True).y
+  return (tf.reshape(normalized, shape) * tf.cast(gamma, inputs.dtype)
+          + tf.cast(beta, inputs.dtype))
+
+
+def attention(query_key_value, mask, num_heads, dropout, training=False):
+  """`stock.attention` in the dtype of `query_key_value`, on oneDNN's batched products (inference).
+
+  The stock form scales the queries and casts the scores and probabilities to float32 and
+  back, element-wise passes that TensorFlow runs slowly in bfloat16 (scaling the queries alone
+  took more time than both attention products), and its einsums transpose all three of queries,
+  keys and values. Here one transpose puts the heads of all three before the positions, the
+  scores are a `BatchMatMulV2` against the untransposed keys whose scale and padding mask the
+  graph optimizer fuses into it (`_FusedBatchMatMulV2` with `Mul` and `Add`), and oneDNN's
+  softmax keeps its sums in float32 also for bfloat16 inputs. Training and float16 inputs take
+  the stock form.
+
+  Example:
+
+  >>> tuple(attention(tf.ones((2, 5, 12)), tf.ones((2, 5)), 2, lambda p, training: p).shape)
+  (2, 5, 4)
+  """
+  if training or query_key_value.dtype not in _ONEDNN_DTYPES:
+    return stock.attention(query_key_value, mask, num_heads, dropout, training=training)
+  dtype = query_key_value.dtype
+  batch, seq = tf.shape(query_key_value)[0], tf.shape(query_key_value)[1]
+  hidden = query_key_value.shape[-1] // 3
+  head_size = hidden // num_heads
+  heads = tf.transpose(tf.reshape(query_key_value, (batch, seq, 3, num_heads, head_size)),
+                       [2, 0, 3, 1, 4])
+  query, key, value = tf.unstack(heads, 3, axis=0)  # each [batch, heads, seq, head_size]
+  padding = tf.cast((1.0 - tf.cast(mask, tf.float32)) * stock.MASKED_SCORE, dtype)
+  scores = (tf.matmul(query, key, transpose_b=True) * tf.constant(1 / math.sqrt(head_size), dtype)
+            + padding[:, None, None, :])
+  probs = dropout(tf.nn.softmax(scores, axis=-1), training=training)
+  context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
+  return tf.reshape(context, (batch, seq, hidden))
