@@ -41,7 +41,15 @@ from official_bert.tasks import classification, output_folder
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-from testing import REPOSITORY, SPECIAL_TOKENS, file_uri, run_task, tiny_bert_config, write_vocab
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  file_uri,
+  run_task,
+  run_tools,
+  tiny_bert_config,
+  write_vocab,
+)
 
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
@@ -165,62 +173,84 @@ def test_an_output_that_is_holds_or_lies_inside_an_input_is_refused_naming_both_
   assert _snapshot(root) == before and not (root / "out").exists()
 
 
-@pytest.mark.parametrize("command, message", [
-    (lambda f: _classifier(f, f"--output_dir={f['root']}/out", f"--export_dir={f['root']}/out"),
-     r"--output_dir=\S+/out is --export_dir=\S+/out: .*Choose another --export_dir\."),
-    (lambda f: ["create_pretraining_data.py", f"--input_file={f['corpus']}/a.txt",
-                f"--output_file={f['corpus']}/a.txt", f"--vocab_file={f['vocab']}"],
-     r"--output_file=\S+/a.txt is --input_file=\S+/a.txt: the run would overwrite"),
-    pytest.param(lambda f: _classifier(f, f"--output_dir={f['root']}/out",
-                                       f"--export_dir={file_uri(f['root'] / 'glue')}"),
-                 r"--export_dir=file://\S+/glue contains --data_dir=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _classifier(f, f"--output_dir={file_uri(f['finetuned'])}",
-                                       f"--init_checkpoint={f['finetuned']}"),
-                 r"--output_dir=file://\S+ is --init_checkpoint=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(dict(f, vocab=f"{f['finetuned']}/vocab.txt")) + [
-        "--task_name=SST-2", f"--data_dir={f['sst2']}", f"--output_dir={f['finetuned']}",
-        "--overwrite_output_dir"],
-                 r"--output_dir=\S+ contains --vocab_file=\S+/finetuned/vocab.txt",
-                 marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(f, "run_squad.py") + [
-        f"--train_file={f['sst2']}/train.tsv", f"--output_dir={f['model']}",
-        f"--init_checkpoint={f['model']}/bert_model.ckpt"],
-                 r"--output_dir=\S+/model contains --bert_config_file=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(f, "run_ner.py") + [
-        f"--data_dir={f['sst2']}", f"--output_dir={f['sst2']}/../SST-2/out"],
-                 r"--output_dir=\S+ lies inside --data_dir=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(f, "run_swag.py") + [
-        f"--data_dir={f['root']}/glue", f"--output_dir={f['root']}/out",
-        f"--export_dir={f['root']}/glue/export"],
-                 r"--export_dir=\S+ lies inside --data_dir=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["run_pretraining.py", f"--bert_config_file={f['config']}",
-                            f"--input_file={file_uri(f['records'])}/*.tfrecord",
-                            f"--output_dir={f['records']}", "--do_train"],
-                 r"--output_dir=\S+ contains --input_file=file://", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["extract_features.py", f"--input_file={file_uri(f['corpus'])}/a.txt",
-                            f"--output_file={f['corpus']}/a.txt",
-                            f"--init_checkpoint={f['finetuned']}"],
-                 r"--output_file=\S+ is --input_file=file://", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["build_vocab.py", f"--input_file={f['corpus']}/*.txt",
-                            f"--output_file={f['corpus']}/a.txt"],
-                 r"--output_file=\S+ is --input_file=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["official_bert.cli.convert_checkpoint", "--input_format=keras",
-                            f"--input={f['finetuned']}", f"--output_dir={f['root']}"],
-                 r"--output_dir=\S+ contains --input=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
-                            f"--export_dir={f['finetuned']}/export"],
-                 r"--export_dir=\S+ lies inside --model_dir=", marks=pytest.mark.slow),
-], ids=["classifier-export_is_output", "pretraining_data-output_is_input",
-        "classifier-export_holds_data", "classifier-output_is_init",
-        "classifier-overwrite_output_holds_vocab", "squad-output_holds_model",
-        "ner-output_in_data", "swag-export_in_data", "pretraining-output_holds_records",
-        "extract_features-output_is_input", "build_vocab-output_is_input",
-        "convert_checkpoint-output_holds_input", "export_saved_model-export_in_model"])
-def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, command, message):
+# For every tool, an output naming the place of an input: its command line, and the refusal.
+_REFUSALS = {
+    "classifier-export_is_output": (
+        lambda f: _classifier(f, f"--output_dir={f['root']}/out", f"--export_dir={f['root']}/out"),
+        r"--output_dir=\S+/out is --export_dir=\S+/out: .*Choose another --export_dir\."),
+    "pretraining_data-output_is_input": (
+        lambda f: ["create_pretraining_data.py", f"--input_file={f['corpus']}/a.txt",
+                   f"--output_file={f['corpus']}/a.txt", f"--vocab_file={f['vocab']}"],
+        r"--output_file=\S+/a.txt is --input_file=\S+/a.txt: the run would overwrite"),
+    "classifier-export_holds_data": (
+        lambda f: _classifier(f, f"--output_dir={f['root']}/out",
+                              f"--export_dir={file_uri(f['root'] / 'glue')}"),
+        r"--export_dir=file://\S+/glue contains --data_dir="),
+    "classifier-output_is_init": (
+        lambda f: _classifier(f, f"--output_dir={file_uri(f['finetuned'])}",
+                              f"--init_checkpoint={f['finetuned']}"),
+        r"--output_dir=file://\S+ is --init_checkpoint="),
+    "classifier-overwrite_output_holds_vocab": (
+        lambda f: _fine_tuning(dict(f, vocab=f"{f['finetuned']}/vocab.txt")) + [
+            "--task_name=SST-2", f"--data_dir={f['sst2']}", f"--output_dir={f['finetuned']}",
+            "--overwrite_output_dir"],
+        r"--output_dir=\S+ contains --vocab_file=\S+/finetuned/vocab.txt"),
+    "squad-output_holds_model": (
+        lambda f: _fine_tuning(f, "run_squad.py") + [
+            f"--train_file={f['sst2']}/train.tsv", f"--output_dir={f['model']}",
+            f"--init_checkpoint={f['model']}/bert_model.ckpt"],
+        r"--output_dir=\S+/model contains --bert_config_file="),
+    "ner-output_in_data": (
+        lambda f: _fine_tuning(f, "run_ner.py") + [
+            f"--data_dir={f['sst2']}", f"--output_dir={f['sst2']}/../SST-2/out"],
+        r"--output_dir=\S+ lies inside --data_dir="),
+    "swag-export_in_data": (
+        lambda f: _fine_tuning(f, "run_swag.py") + [
+            f"--data_dir={f['root']}/glue", f"--output_dir={f['root']}/out",
+            f"--export_dir={f['root']}/glue/export"],
+        r"--export_dir=\S+ lies inside --data_dir="),
+    "pretraining-output_holds_records": (
+        lambda f: ["run_pretraining.py", f"--bert_config_file={f['config']}",
+                   f"--input_file={file_uri(f['records'])}/*.tfrecord",
+                   f"--output_dir={f['records']}", "--do_train"],
+        r"--output_dir=\S+ contains --input_file=file://"),
+    "extract_features-output_is_input": (
+        lambda f: ["extract_features.py", f"--input_file={file_uri(f['corpus'])}/a.txt",
+                   f"--output_file={f['corpus']}/a.txt", f"--init_checkpoint={f['finetuned']}"],
+        r"--output_file=\S+ is --input_file=file://"),
+    "build_vocab-output_is_input": (
+        lambda f: ["build_vocab.py", f"--input_file={f['corpus']}/*.txt",
+                   f"--output_file={f['corpus']}/a.txt"],
+        r"--output_file=\S+ is --input_file="),
+    "convert_checkpoint-output_holds_input": (
+        lambda f: ["official_bert.cli.convert_checkpoint", "--input_format=keras",
+                   f"--input={f['finetuned']}", f"--output_dir={f['root']}"],
+        r"--output_dir=\S+ contains --input="),
+    "export_saved_model-export_in_model": (
+        lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
+                   f"--export_dir={f['finetuned']}/export"],
+        r"--export_dir=\S+ lies inside --model_dir="),
+}
+
+
+@pytest.fixture(scope="module")
+def refusals(files, tmp_path_factory):
+  """Every case of `_REFUSALS` run by its tool, all in one process (`run_tools`: one
+  TensorFlow import, not thirteen), with the user's folder before and after."""
   before = _snapshot(files["root"])
-  line = _refused(_tool(*command(files)))
-  assert line.startswith("error: ") and re.search(message, line), line
-  assert _snapshot(files["root"]) == before  # nothing read was touched, nothing was written
+  results = run_tools([command(files) for command, _ in _REFUSALS.values()],
+                      tmp_path_factory.mktemp("tools"))
+  return dict(zip(_REFUSALS, results)), before, _snapshot(files["root"])
+
+
+@pytest.mark.parametrize("case", _REFUSALS)
+def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, refusals, case):
+  results, before, after = refusals
+  status, stderr = results[case]
+  assert status == 2 and "Traceback" not in stderr, stderr[-3000:]
+  line = stderr.strip().splitlines()[-1]
+  assert line.startswith("error: ") and re.search(_REFUSALS[case][1], line), line
+  assert after == before  # nothing read was touched, nothing was written
   assert not (files["root"] / "out").exists()
 
 
