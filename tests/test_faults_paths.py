@@ -100,10 +100,13 @@ def _tool(script, *args):
 
 
 def _refused(result):
-  """The one line of a refused run (exit status 2, no traceback)."""
-  assert result.returncode == 2, result.stderr[-3000:]
-  assert "Traceback" not in result.stderr
-  return result.stderr.strip().splitlines()[-1]
+  """The one line of a refused run (exit status 2, no traceback): `result` is a finished process
+  or a `run_tools` result, `(exit status, stderr)`."""
+  status, stderr = ((result.returncode, result.stderr) if hasattr(result, "returncode")
+                    else result)
+  assert status == 2, stderr[-3000:]
+  assert "Traceback" not in stderr
+  return stderr.strip().splitlines()[-1]
 
 
 def _fine_tuning(files, script="run_classifier.py"):
@@ -246,9 +249,7 @@ def refusals(files, tmp_path_factory):
 @pytest.mark.parametrize("case", _REFUSALS)
 def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, refusals, case):
   results, before, after = refusals
-  status, stderr = results[case]
-  assert status == 2 and "Traceback" not in stderr, stderr[-3000:]
-  line = stderr.strip().splitlines()[-1]
+  line = _refused(results[case])
   assert line.startswith("error: ") and re.search(_REFUSALS[case][1], line), line
   assert after == before  # nothing read was touched, nothing was written
   assert not (files["root"] / "out").exists()
@@ -317,7 +318,7 @@ def _dead_pid():
 
 
 def test_an_export_replaces_only_our_exports_and_clears_a_killed_exports_debris(files, tmp_path,
-                                                                                  caplog):
+                                                                                caplog):
   export_dir = tmp_path / "serving" / "1"
   export_dir.parent.mkdir()
   dead = tmp_path / "serving" / f"1.tmp-{socket.gethostname()}-{_dead_pid()}-0123abcd"
@@ -338,7 +339,8 @@ def test_an_export_replaces_only_our_exports_and_clears_a_killed_exports_debris(
 
 
 @pytest.mark.slow
-def test_the_export_after_a_killed_one_removes_what_it_left(files, tmp_path, caplog):
+def test_the_export_after_a_killed_one_clears_its_debris_and_a_second_is_one_line(files, tmp_path,
+                                                                                caplog):
   export_dir = tmp_path / "serving" / "1"
   killed = subprocess.Popen(
       [sys.executable, str(REPOSITORY / "export_saved_model.py"),
@@ -357,21 +359,18 @@ def test_the_export_after_a_killed_one_removes_what_it_left(files, tmp_path, cap
   assert os.listdir(export_dir.parent) == ["1"]
   assert f"Removing {left[0]}, left by an interrupted run (process {killed.pid}" in caplog.text
 
-
-@pytest.mark.slow
-def test_export_saved_model_into_a_taken_folder_is_one_line(files, tmp_path):
-  ours = tmp_path / "ours"
-  export_model_dir(str(files["finetuned"]), str(ours), jit_compile=False, buckets=())
-  line = _refused(_tool("export_saved_model.py", f"--model_dir={files['finetuned']}",
-                        f"--export_dir={ours}"))
-  assert line == (f"error: export_dir {ours} holds an earlier export; pass overwrite=True "
-                  "(--overwrite) to replace it, or choose another export_dir.")
+  # `export_saved_model.py` into that export, or into a folder of the user's, is one line.
   foreign = tmp_path / "foreign"
   foreign.mkdir()
   (foreign / "data.csv").write_text("keep")
-  line = _refused(_tool("export_saved_model.py", f"--model_dir={files['finetuned']}",
-                        f"--export_dir={file_uri(foreign)}", "--overwrite"))
-  assert "holds files that are no export of this package (data.csv)" in line
+  taken, held = run_tools([  # one process for both
+      ["export_saved_model.py", f"--model_dir={files['finetuned']}", f"--export_dir={export_dir}"],
+      ["export_saved_model.py", f"--model_dir={files['finetuned']}",
+       f"--export_dir={file_uri(foreign)}", "--overwrite"]], tmp_path)
+  assert _refused(taken) == (f"error: export_dir {export_dir} holds an earlier export; pass "
+                             "overwrite=True (--overwrite) to replace it, or choose another "
+                             "export_dir.")
+  assert "holds files that are no export of this package (data.csv)" in _refused(held)
   assert os.listdir(foreign) == ["data.csv"]
 
 
@@ -427,17 +426,18 @@ def test_a_tool_names_an_unusable_folder_in_one_line_before_training(files, tmp_
 
 @pytest.mark.slow
 def test_a_tool_names_a_file_system_out_of_reach_in_one_line(files, tmp_path):
-  line = _refused(_tool(*_classifier(files, "--output_dir=nosuch://bucket/out")))
-  assert line.startswith("error: --output_dir=nosuch://bucket/out cannot be reached: File system "
-                         "scheme 'nosuch' not implemented")
-  line = _refused(_tool(*_fine_tuning(files), "--task_name=SST-2",
-                        "--data_dir=nosuch://bucket/glue", f"--output_dir={tmp_path / 'out'}"))
-  assert line.startswith("error: --data_dir=nosuch://bucket/glue cannot be reached")
   a_file = tmp_path / "a_file"
   a_file.write_text("keep")
-  line = _refused(_tool(*_classifier(files, f"--output_dir={a_file}")))
-  assert line == (f"error: --output_dir={a_file} is an existing file; it names a folder to "
-                  "write. Choose another --output_dir.")
+  output, data, folder = map(_refused, run_tools([  # one process for the three
+      _classifier(files, "--output_dir=nosuch://bucket/out"),
+      [*_fine_tuning(files), "--task_name=SST-2", "--data_dir=nosuch://bucket/glue",
+       f"--output_dir={tmp_path / 'out'}"],
+      _classifier(files, f"--output_dir={a_file}")], tmp_path))
+  assert output.startswith("error: --output_dir=nosuch://bucket/out cannot be reached: File "
+                           "system scheme 'nosuch' not implemented")
+  assert data.startswith("error: --data_dir=nosuch://bucket/glue cannot be reached")
+  assert folder == (f"error: --output_dir={a_file} is an existing file; it names a folder to "
+                    "write. Choose another --output_dir.")
   assert a_file.read_text() == "keep"
 
 
