@@ -1,7 +1,8 @@
 """The reliability promise for paths: no run destroys what it reads, and none fails after the work.
 
-Each test runs the real tools (a subprocess for the exit status, the driver in this process where
-that is cheap) on tiny files and checks that the user's data survives byte for byte:
+Each test runs the real tools (a subprocess for the exit status, several tools in one subprocess
+through `testing.run_tools` where each would only refuse, the driver in this process where that is
+cheap) on tiny files and checks that the user's data survives byte for byte:
 
   1. an output that is, holds or lies inside an input (`--export_dir` naming `--output_dir` or a
      parent of `--data_dir`, `--output_dir` naming the pre-trained model, `--output_file` naming

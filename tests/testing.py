@@ -284,8 +284,10 @@ def run_tools(commands, directory, timeout=300):
   """
   job, results = pathlib.Path(directory) / "tools.json", pathlib.Path(directory) / "results.json"
   job.write_text(json.dumps([[str(part) for part in command] for command in commands]))
-  finish(start_script(__file__, ["run_tools", job, results]), timeout=timeout)
-  return [tuple(result) for result in json.loads(results.read_text())]
+  output = finish(start_script(__file__, ["run_tools", job, results]), timeout=timeout)
+  done = json.loads(results.read_text())
+  assert len(done) == len(commands), f"the process ended after {len(done)} tools:\n{output}"
+  return [tuple(result) for result in done]
 
 
 def _run_tools_main(job, results):
