@@ -22,7 +22,9 @@ DTYPES = ("float32", "bfloat16")
 def test_smoke_run_prints_every_cell():
   env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "TF_CPP_MIN_LOG_LEVEL": "2"}
   torch_python = os.environ.get("BERT_TORCH_PYTHON")
-  command = [sys.executable, str(SCRIPT), "--smoke"]
+  # XLA off only: with it on, each cell runs the same lines of the script (only `jit_compile`
+  # differs), and compiling doubles the exports and calls; test_export.py serves both.
+  command = [sys.executable, str(SCRIPT), "--smoke", "--xla=off"]
   if torch_python:
     command.append(f"--torch_python={torch_python}")
   run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, check=False)
@@ -30,12 +32,12 @@ def test_smoke_run_prints_every_cell():
   out = run.stdout
   assert re.search(r"start: load average [\d.]+ on \d+ CPUs", out)
   rows = [line.split() for line in out.splitlines() if line.startswith("smoke ")]
-  # Two models x two dtypes x XLA off/on x two signatures x batch 1 and 4.
+  # Two models x two dtypes x two signatures x batch 1 and 4.
   saved = [row for row in rows if row[4] == "SavedModel"]
-  assert len(saved) == 32
+  assert len(saved) == 16
   assert {(row[3], row[5], row[6], row[7]) for row in saved} == {
-      (kind, dtype, xla, signature) for kind in ("classifier", "encoder") for dtype in DTYPES
-      for xla in ("on", "off") for signature in ("serving_default", "serve_token_ids")}
+      (kind, dtype, "off", signature) for kind in ("classifier", "encoder") for dtype in DTYPES
+      for signature in ("serving_default", "serve_token_ids")}
   for row in saved:
     fields = row[8:]
     # The tokenizer's share closes each raw-text row.

@@ -25,9 +25,6 @@ A documented feature on a fresh install
 """
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 from absl import flags
@@ -49,7 +46,7 @@ from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 
-from testing import REPOSITORY, SPECIAL_TOKENS, run_task, tiny_bert_config, write_vocab
+from testing import SPECIAL_TOKENS, run_task, run_tools, tiny_bert_config, write_vocab
 
 ENGINE = EngineConfig(enable_xla=True, seed=0, steps_per_loop=10, log_steps=10)
 
@@ -63,17 +60,12 @@ def _vocab(path, words=("a", "b", "good", "bad")):
   return write_vocab(path, SPECIAL_TOKENS + list(words))
 
 
-def _run_tool(script, *args):
-  """Runs a tool as the user does; returns the finished process."""
-  return subprocess.run([sys.executable, str(REPOSITORY / script), *args],
-                        capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, PYTHONPATH=str(REPOSITORY)))
-
-
-def _assert_one_line_error(process, *fragments):
-  assert process.returncode == launch.USER_ERROR_STATUS, process.stderr[-3000:]
-  assert "Traceback" not in process.stderr, process.stderr[-3000:]
-  last_line = process.stderr.strip().splitlines()[-1]
+def _assert_one_line_error(result, *fragments):
+  """Asserts that a `run_tools` result, `(exit status, stderr)`, is a one-line user's error."""
+  status, stderr = result
+  assert status == launch.USER_ERROR_STATUS, stderr[-3000:]
+  assert "Traceback" not in stderr, stderr[-3000:]
+  last_line = stderr.strip().splitlines()[-1]
   assert last_line.startswith("error: "), last_line
   for fragment in fragments:
     assert fragment in last_line, last_line
@@ -253,18 +245,31 @@ def test_a_swag_field_running_over_lines_is_an_error_naming_where_it_began(tmp_p
 # === 5. The tools: one line, exit status 2 ===
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("args, fragments", [
-    (["--unknown_flag=1"], ["Unknown command line flag 'unknown_flag'"]),
-    (["--do_train=flase"], ["flag --do_train=flase: 'flase' is not a boolean"]),
-    (["stray"], ["unexpected argument(s) stray"]),
-    ([], ["Flag --output_dir must have a value other than None"]),
-])
-def test_a_flag_error_is_one_line_with_exit_status_2(tmp_path, args, fragments):
-  given = ["--bert_config_file=c.json", "--vocab_file=v.txt", f"--output_dir={tmp_path}"]
-  if not args:  # the missing required flag
-    given = given[:2]
-  _assert_one_line_error(_run_tool("run_classifier.py", *given, *args), *fragments)
+_FLAG_ERRORS = {
+    "unknown": (["--unknown_flag=1"], ["Unknown command line flag 'unknown_flag'"]),
+    "not_a_boolean": (["--do_train=flase"], ["flag --do_train=flase: 'flase' is not a boolean"]),
+    "stray_argument": (["stray"], ["unexpected argument(s) stray"]),
+    "missing": ([], ["Flag --output_dir must have a value other than None"]),
+}
+
+
+@pytest.fixture(scope="module")
+def flag_errors(tmp_path_factory):
+  """`run_classifier.py` on each command line of `_FLAG_ERRORS`, all in one process (`run_tools`:
+  absl parses each as the script would)."""
+  directory = tmp_path_factory.mktemp("flag_errors")
+  commands = []
+  for args, _ in _FLAG_ERRORS.values():
+    given = ["--bert_config_file=c.json", "--vocab_file=v.txt", f"--output_dir={directory}/out"]
+    if not args:  # the missing required flag
+      given = given[:2]
+    commands.append(["run_classifier.py", *given, *args])
+  return dict(zip(_FLAG_ERRORS, run_tools(commands, directory)))
+
+
+@pytest.mark.parametrize("case", _FLAG_ERRORS)
+def test_a_flag_error_is_one_line_with_exit_status_2(flag_errors, case):
+  _assert_one_line_error(flag_errors[case], *_FLAG_ERRORS[case][1])
 
 
 @pytest.fixture
@@ -295,19 +300,18 @@ def test_a_damaged_or_mismatched_weights_file_is_the_users_error(model_dir):
 def test_export_of_a_broken_folder_is_one_line_with_exit_status_2(model_dir, tmp_path):
   weights = model_dir / "model.weights.h5"
   weights.write_bytes(weights.read_bytes()[:1000])
-  _assert_one_line_error(
-      _run_tool("export_saved_model.py", f"--model_dir={model_dir}",
-                f"--export_dir={tmp_path / 'export1'}"),
-      f"{weights}: cannot be read as Keras weights")
   hf = tmp_path / "hf"
   hf.mkdir()
   (hf / "config.json").write_text('{"model_type": "bert", "vocab_size": 40,, }')
   (hf / "model.safetensors").write_bytes(b"")
   _vocab(hf / "vocab.txt")
-  _assert_one_line_error(
-      _run_tool("export_saved_model.py", f"--model_dir={hf}", "--do_lower_case",
-                f"--export_dir={tmp_path / 'export2'}"),
-      f"{hf / 'config.json'}: not valid JSON at line 1, column 41")
+  # Both runs in one process (`run_tools`); `export_saved_model.py` runs alone in test_export.py.
+  broken, bad_json = run_tools([
+      ["export_saved_model.py", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'export1'}"],
+      ["export_saved_model.py", f"--model_dir={hf}", "--do_lower_case",
+       f"--export_dir={tmp_path / 'export2'}"]], tmp_path)
+  _assert_one_line_error(broken, f"{weights}: cannot be read as Keras weights")
+  _assert_one_line_error(bad_json, f"{hf / 'config.json'}: not valid JSON at line 1, column 41")
 
 
 # === 6. Messages of the library ===

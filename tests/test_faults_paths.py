@@ -1,7 +1,8 @@
 """The reliability promise for paths: no run destroys what it reads, and none fails after the work.
 
-Each test runs the real tools (a subprocess for the exit status, the driver in this process where
-that is cheap) on tiny files and checks that the user's data survives byte for byte:
+Each test runs the real tools (a subprocess for the exit status, several tools in one subprocess
+through `testing.run_tools` where each would only refuse, the driver in this process where that is
+cheap) on tiny files and checks that the user's data survives byte for byte:
 
   1. an output that is, holds or lies inside an input (`--export_dir` naming `--output_dir` or a
      parent of `--data_dir`, `--output_dir` naming the pre-trained model, `--output_file` naming
@@ -41,7 +42,15 @@ from official_bert.tasks import classification, output_folder
 from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.training import EngineConfig
 
-from testing import REPOSITORY, SPECIAL_TOKENS, file_uri, run_task, tiny_bert_config, write_vocab
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  file_uri,
+  run_task,
+  run_tools,
+  tiny_bert_config,
+  write_vocab,
+)
 
 ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
@@ -92,10 +101,13 @@ def _tool(script, *args):
 
 
 def _refused(result):
-  """The one line of a refused run (exit status 2, no traceback)."""
-  assert result.returncode == 2, result.stderr[-3000:]
-  assert "Traceback" not in result.stderr
-  return result.stderr.strip().splitlines()[-1]
+  """The one line of a refused run (exit status 2, no traceback): `result` is a finished process
+  or a `run_tools` result, `(exit status, stderr)`."""
+  status, stderr = ((result.returncode, result.stderr) if hasattr(result, "returncode")
+                    else result)
+  assert status == 2, stderr[-3000:]
+  assert "Traceback" not in stderr
+  return stderr.strip().splitlines()[-1]
 
 
 def _fine_tuning(files, script="run_classifier.py"):
@@ -165,62 +177,82 @@ def test_an_output_that_is_holds_or_lies_inside_an_input_is_refused_naming_both_
   assert _snapshot(root) == before and not (root / "out").exists()
 
 
-@pytest.mark.parametrize("command, message", [
-    (lambda f: _classifier(f, f"--output_dir={f['root']}/out", f"--export_dir={f['root']}/out"),
-     r"--output_dir=\S+/out is --export_dir=\S+/out: .*Choose another --export_dir\."),
-    (lambda f: ["create_pretraining_data.py", f"--input_file={f['corpus']}/a.txt",
-                f"--output_file={f['corpus']}/a.txt", f"--vocab_file={f['vocab']}"],
-     r"--output_file=\S+/a.txt is --input_file=\S+/a.txt: the run would overwrite"),
-    pytest.param(lambda f: _classifier(f, f"--output_dir={f['root']}/out",
-                                       f"--export_dir={file_uri(f['root'] / 'glue')}"),
-                 r"--export_dir=file://\S+/glue contains --data_dir=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _classifier(f, f"--output_dir={file_uri(f['finetuned'])}",
-                                       f"--init_checkpoint={f['finetuned']}"),
-                 r"--output_dir=file://\S+ is --init_checkpoint=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(dict(f, vocab=f"{f['finetuned']}/vocab.txt")) + [
-        "--task_name=SST-2", f"--data_dir={f['sst2']}", f"--output_dir={f['finetuned']}",
-        "--overwrite_output_dir"],
-                 r"--output_dir=\S+ contains --vocab_file=\S+/finetuned/vocab.txt",
-                 marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(f, "run_squad.py") + [
-        f"--train_file={f['sst2']}/train.tsv", f"--output_dir={f['model']}",
-        f"--init_checkpoint={f['model']}/bert_model.ckpt"],
-                 r"--output_dir=\S+/model contains --bert_config_file=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(f, "run_ner.py") + [
-        f"--data_dir={f['sst2']}", f"--output_dir={f['sst2']}/../SST-2/out"],
-                 r"--output_dir=\S+ lies inside --data_dir=", marks=pytest.mark.slow),
-    pytest.param(lambda f: _fine_tuning(f, "run_swag.py") + [
-        f"--data_dir={f['root']}/glue", f"--output_dir={f['root']}/out",
-        f"--export_dir={f['root']}/glue/export"],
-                 r"--export_dir=\S+ lies inside --data_dir=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["run_pretraining.py", f"--bert_config_file={f['config']}",
-                            f"--input_file={file_uri(f['records'])}/*.tfrecord",
-                            f"--output_dir={f['records']}", "--do_train"],
-                 r"--output_dir=\S+ contains --input_file=file://", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["extract_features.py", f"--input_file={file_uri(f['corpus'])}/a.txt",
-                            f"--output_file={f['corpus']}/a.txt",
-                            f"--init_checkpoint={f['finetuned']}"],
-                 r"--output_file=\S+ is --input_file=file://", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["build_vocab.py", f"--input_file={f['corpus']}/*.txt",
-                            f"--output_file={f['corpus']}/a.txt"],
-                 r"--output_file=\S+ is --input_file=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["official_bert.cli.convert_checkpoint", "--input_format=keras",
-                            f"--input={f['finetuned']}", f"--output_dir={f['root']}"],
-                 r"--output_dir=\S+ contains --input=", marks=pytest.mark.slow),
-    pytest.param(lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
-                            f"--export_dir={f['finetuned']}/export"],
-                 r"--export_dir=\S+ lies inside --model_dir=", marks=pytest.mark.slow),
-], ids=["classifier-export_is_output", "pretraining_data-output_is_input",
-        "classifier-export_holds_data", "classifier-output_is_init",
-        "classifier-overwrite_output_holds_vocab", "squad-output_holds_model",
-        "ner-output_in_data", "swag-export_in_data", "pretraining-output_holds_records",
-        "extract_features-output_is_input", "build_vocab-output_is_input",
-        "convert_checkpoint-output_holds_input", "export_saved_model-export_in_model"])
-def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, command, message):
+# For every tool, an output naming the place of an input: its command line, and the refusal.
+_REFUSALS = {
+    "classifier-export_is_output": (
+        lambda f: _classifier(f, f"--output_dir={f['root']}/out", f"--export_dir={f['root']}/out"),
+        r"--output_dir=\S+/out is --export_dir=\S+/out: .*Choose another --export_dir\."),
+    "pretraining_data-output_is_input": (
+        lambda f: ["create_pretraining_data.py", f"--input_file={f['corpus']}/a.txt",
+                   f"--output_file={f['corpus']}/a.txt", f"--vocab_file={f['vocab']}"],
+        r"--output_file=\S+/a.txt is --input_file=\S+/a.txt: the run would overwrite"),
+    "classifier-export_holds_data": (
+        lambda f: _classifier(f, f"--output_dir={f['root']}/out",
+                              f"--export_dir={file_uri(f['root'] / 'glue')}"),
+        r"--export_dir=file://\S+/glue contains --data_dir="),
+    "classifier-output_is_init": (
+        lambda f: _classifier(f, f"--output_dir={file_uri(f['finetuned'])}",
+                              f"--init_checkpoint={f['finetuned']}"),
+        r"--output_dir=file://\S+ is --init_checkpoint="),
+    "classifier-overwrite_output_holds_vocab": (
+        lambda f: _fine_tuning(dict(f, vocab=f"{f['finetuned']}/vocab.txt")) + [
+            "--task_name=SST-2", f"--data_dir={f['sst2']}", f"--output_dir={f['finetuned']}",
+            "--overwrite_output_dir"],
+        r"--output_dir=\S+ contains --vocab_file=\S+/finetuned/vocab.txt"),
+    "squad-output_holds_model": (
+        lambda f: _fine_tuning(f, "run_squad.py") + [
+            f"--train_file={f['sst2']}/train.tsv", f"--output_dir={f['model']}",
+            f"--init_checkpoint={f['model']}/bert_model.ckpt"],
+        r"--output_dir=\S+/model contains --bert_config_file="),
+    "ner-output_in_data": (
+        lambda f: _fine_tuning(f, "run_ner.py") + [
+            f"--data_dir={f['sst2']}", f"--output_dir={f['sst2']}/../SST-2/out"],
+        r"--output_dir=\S+ lies inside --data_dir="),
+    "swag-export_in_data": (
+        lambda f: _fine_tuning(f, "run_swag.py") + [
+            f"--data_dir={f['root']}/glue", f"--output_dir={f['root']}/out",
+            f"--export_dir={f['root']}/glue/export"],
+        r"--export_dir=\S+ lies inside --data_dir="),
+    "pretraining-output_holds_records": (
+        lambda f: ["run_pretraining.py", f"--bert_config_file={f['config']}",
+                   f"--input_file={file_uri(f['records'])}/*.tfrecord",
+                   f"--output_dir={f['records']}", "--do_train"],
+        r"--output_dir=\S+ contains --input_file=file://"),
+    "extract_features-output_is_input": (
+        lambda f: ["extract_features.py", f"--input_file={file_uri(f['corpus'])}/a.txt",
+                   f"--output_file={f['corpus']}/a.txt", f"--init_checkpoint={f['finetuned']}"],
+        r"--output_file=\S+ is --input_file=file://"),
+    "build_vocab-output_is_input": (
+        lambda f: ["build_vocab.py", f"--input_file={f['corpus']}/*.txt",
+                   f"--output_file={f['corpus']}/a.txt"],
+        r"--output_file=\S+ is --input_file="),
+    "convert_checkpoint-output_holds_input": (
+        lambda f: ["official_bert.cli.convert_checkpoint", "--input_format=keras",
+                   f"--input={f['finetuned']}", f"--output_dir={f['root']}"],
+        r"--output_dir=\S+ contains --input="),
+    "export_saved_model-export_in_model": (
+        lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
+                   f"--export_dir={f['finetuned']}/export"],
+        r"--export_dir=\S+ lies inside --model_dir="),
+}
+
+
+@pytest.fixture(scope="module")
+def refusals(files, tmp_path_factory):
+  """Every case of `_REFUSALS` run by its tool, all in one process (`run_tools`: one
+  TensorFlow import, not thirteen), with the user's folder before and after."""
   before = _snapshot(files["root"])
-  line = _refused(_tool(*command(files)))
-  assert line.startswith("error: ") and re.search(message, line), line
-  assert _snapshot(files["root"]) == before  # nothing read was touched, nothing was written
+  results = run_tools([command(files) for command, _ in _REFUSALS.values()],
+                      tmp_path_factory.mktemp("tools"))
+  return dict(zip(_REFUSALS, results)), before, _snapshot(files["root"])
+
+
+@pytest.mark.parametrize("case", _REFUSALS)
+def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, refusals, case):
+  results, before, after = refusals
+  line = _refused(results[case])
+  assert line.startswith("error: ") and re.search(_REFUSALS[case][1], line), line
+  assert after == before  # nothing read was touched, nothing was written
   assert not (files["root"] / "out").exists()
 
 
@@ -287,7 +319,7 @@ def _dead_pid():
 
 
 def test_an_export_replaces_only_our_exports_and_clears_a_killed_exports_debris(files, tmp_path,
-                                                                                  caplog):
+                                                                                caplog):
   export_dir = tmp_path / "serving" / "1"
   export_dir.parent.mkdir()
   dead = tmp_path / "serving" / f"1.tmp-{socket.gethostname()}-{_dead_pid()}-0123abcd"
@@ -308,7 +340,8 @@ def test_an_export_replaces_only_our_exports_and_clears_a_killed_exports_debris(
 
 
 @pytest.mark.slow
-def test_the_export_after_a_killed_one_removes_what_it_left(files, tmp_path, caplog):
+def test_the_export_after_a_killed_one_clears_its_debris_and_a_second_is_one_line(files, tmp_path,
+                                                                                caplog):
   export_dir = tmp_path / "serving" / "1"
   killed = subprocess.Popen(
       [sys.executable, str(REPOSITORY / "export_saved_model.py"),
@@ -327,21 +360,18 @@ def test_the_export_after_a_killed_one_removes_what_it_left(files, tmp_path, cap
   assert os.listdir(export_dir.parent) == ["1"]
   assert f"Removing {left[0]}, left by an interrupted run (process {killed.pid}" in caplog.text
 
-
-@pytest.mark.slow
-def test_export_saved_model_into_a_taken_folder_is_one_line(files, tmp_path):
-  ours = tmp_path / "ours"
-  export_model_dir(str(files["finetuned"]), str(ours), jit_compile=False, buckets=())
-  line = _refused(_tool("export_saved_model.py", f"--model_dir={files['finetuned']}",
-                        f"--export_dir={ours}"))
-  assert line == (f"error: export_dir {ours} holds an earlier export; pass overwrite=True "
-                  "(--overwrite) to replace it, or choose another export_dir.")
+  # `export_saved_model.py` into that export, or into a folder of the user's, is one line.
   foreign = tmp_path / "foreign"
   foreign.mkdir()
   (foreign / "data.csv").write_text("keep")
-  line = _refused(_tool("export_saved_model.py", f"--model_dir={files['finetuned']}",
-                        f"--export_dir={file_uri(foreign)}", "--overwrite"))
-  assert "holds files that are no export of this package (data.csv)" in line
+  taken, held = run_tools([  # one process for both
+      ["export_saved_model.py", f"--model_dir={files['finetuned']}", f"--export_dir={export_dir}"],
+      ["export_saved_model.py", f"--model_dir={files['finetuned']}",
+       f"--export_dir={file_uri(foreign)}", "--overwrite"]], tmp_path)
+  assert _refused(taken) == (f"error: export_dir {export_dir} holds an earlier export; pass "
+                             "overwrite=True (--overwrite) to replace it, or choose another "
+                             "export_dir.")
+  assert "holds files that are no export of this package (data.csv)" in _refused(held)
   assert os.listdir(foreign) == ["data.csv"]
 
 
@@ -397,17 +427,18 @@ def test_a_tool_names_an_unusable_folder_in_one_line_before_training(files, tmp_
 
 @pytest.mark.slow
 def test_a_tool_names_a_file_system_out_of_reach_in_one_line(files, tmp_path):
-  line = _refused(_tool(*_classifier(files, "--output_dir=nosuch://bucket/out")))
-  assert line.startswith("error: --output_dir=nosuch://bucket/out cannot be reached: File system "
-                         "scheme 'nosuch' not implemented")
-  line = _refused(_tool(*_fine_tuning(files), "--task_name=SST-2",
-                        "--data_dir=nosuch://bucket/glue", f"--output_dir={tmp_path / 'out'}"))
-  assert line.startswith("error: --data_dir=nosuch://bucket/glue cannot be reached")
   a_file = tmp_path / "a_file"
   a_file.write_text("keep")
-  line = _refused(_tool(*_classifier(files, f"--output_dir={a_file}")))
-  assert line == (f"error: --output_dir={a_file} is an existing file; it names a folder to "
-                  "write. Choose another --output_dir.")
+  output, data, folder = map(_refused, run_tools([  # one process for the three
+      _classifier(files, "--output_dir=nosuch://bucket/out"),
+      [*_fine_tuning(files), "--task_name=SST-2", "--data_dir=nosuch://bucket/glue",
+       f"--output_dir={tmp_path / 'out'}"],
+      _classifier(files, f"--output_dir={a_file}")], tmp_path))
+  assert output.startswith("error: --output_dir=nosuch://bucket/out cannot be reached: File "
+                           "system scheme 'nosuch' not implemented")
+  assert data.startswith("error: --data_dir=nosuch://bucket/glue cannot be reached")
+  assert folder == (f"error: --output_dir={a_file} is an existing file; it names a folder to "
+                    "write. Choose another --output_dir.")
   assert a_file.read_text() == "keep"
 
 

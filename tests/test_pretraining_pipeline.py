@@ -235,21 +235,31 @@ def test_real_book_statistics(tmp_path):
   assert stats.cut_documents >= 1  # a book without blank lines is one long document
 
 
+# The shard size that `--shard_size_mb=0.003` gives.
+SMALL_SHARD_BYTES = int(0.003 * 2**20)
+
+
+@pytest.fixture(scope="module")
+def small_shards(corpus, tmp_path_factory):
+  """The corpus in shards of `SMALL_SHARD_BYTES`, by this process alone, with seed 3; shared by
+  the two tests below, which compare other processes' output with it."""
+  return run(tmp_path_factory.mktemp("small_shards"), *corpus, random_seed=3,
+             shard_bytes=SMALL_SHARD_BYTES)
+
+
 @pytest.mark.slow
-def test_a_worker_process_writes_the_same_bytes(corpus, tmp_path, monkeypatch):
+def test_a_worker_process_writes_the_same_bytes(corpus, small_shards, tmp_path, monkeypatch):
   """Both rounds (tokenizing, building) in a worker process, against this process alone."""
-  options = InstanceOptions(max_seq_length=64, dupe_factor=2)
-  one, _ = run(tmp_path, *corpus, name="one.tfrecord", shard_bytes=3000, options=options)
   monkeypatch.setattr(pipeline.workers, "ShardRunner",
                       functools.partial(ShardRunner, work_here=False))
-  two, stats = run(tmp_path, *corpus, name="two.tfrecord", shard_bytes=3000, options=options,
-                   num_workers=2)
-  assert pathlib.Path(one).read_bytes() == pathlib.Path(two).read_bytes()
-  assert stats.instances > 100 and len(list(read_shards([corpus[0]], 3000))) > 3
+  two, stats = run(tmp_path, *corpus, name="two.tfrecord", shard_bytes=SMALL_SHARD_BYTES,
+                   random_seed=3, num_workers=2)
+  assert pathlib.Path(small_shards[0]).read_bytes() == pathlib.Path(two).read_bytes()
+  assert stats.instances > 100 and len(list(read_shards([corpus[0]], SMALL_SHARD_BYTES))) > 3
 
 
 @pytest.mark.slow
-def test_script_with_two_workers_matches_one_worker_in_process(corpus, tmp_path):
+def test_script_with_two_workers_matches_one_worker_in_process(corpus, small_shards, tmp_path):
   # Every path a file:// URL (the workers read the vocabulary too), as gs:// ones would be given.
   output = tmp_path / "script.tfrecord"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -261,8 +271,6 @@ def test_script_with_two_workers_matches_one_worker_in_process(corpus, tmp_path)
       capture_output=True, text=True, env=env, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "instances" in result.stderr and "% [MASK]" in result.stderr
-  in_process, _ = run(tmp_path, *corpus, name="lib.tfrecord", random_seed=3,
-                      shard_bytes=int(0.003 * 2**20))
-  assert output.read_bytes() == pathlib.Path(in_process).read_bytes()
+  assert output.read_bytes() == pathlib.Path(small_shards[0]).read_bytes()
   assert not [f for f in os.listdir(tmp_path) if "incomplete" in f or f.startswith(".")]
   assert_no_scheme_folders(tmp_path)

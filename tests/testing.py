@@ -267,6 +267,61 @@ def finish(process, timeout=240):
   return output
 
 
+def run_tools(commands, directory, timeout=300):
+  """Runs command lines of the tools one after another in ONE new Python process, each as its
+  own program would (`run()` of `official_bert.cli.<tool>`, the scripts' one call: absl parses
+  the flags, `launch` checks the paths, errors end it). TensorFlow is imported once, not once
+  a command, for tests of what the tools refuse; keep one real process per tool elsewhere.
+
+  Args:
+    commands: lists `[tool, *args]`; a tool is a script (`run_classifier.py`) or a module
+      (`official_bert.cli.convert_checkpoint`).
+    directory: a folder for the process' two small files.
+    timeout: seconds for all of them.
+
+  Returns:
+    One `(exit status, stderr)` a command.
+  """
+  job, results = pathlib.Path(directory) / "tools.json", pathlib.Path(directory) / "results.json"
+  job.write_text(json.dumps([[str(part) for part in command] for command in commands]))
+  output = finish(start_script(__file__, ["run_tools", job, results]), timeout=timeout)
+  done = json.loads(results.read_text())
+  assert len(done) == len(commands), f"the process ended after {len(done)} tools:\n{output}"
+  return [tuple(result) for result in done]
+
+
+def _run_tools_main(job, results):
+  """The process of `run_tools`: each tool's flags are defined, parsed, then deleted again."""
+  import contextlib
+  import importlib
+  import io
+  import traceback
+
+  from absl import app, flags
+
+  app.define_help_flags()
+  absl_flags = set(flags.FLAGS)  # absl's own and TensorFlow's, defined once
+  done = []
+  for tool, *args in json.loads(pathlib.Path(job).read_text()):
+    module = tool if tool.startswith("official_bert.") else "official_bert.cli." + tool[:-3]
+    sys.argv = [tool, *args]
+    stderr = io.StringIO()
+    try:
+      with contextlib.redirect_stderr(stderr):
+        importlib.import_module(module).run()
+      status = 0
+    except SystemExit as end:
+      status = end.code if isinstance(end.code, int) else int(end.code is not None)
+    except Exception:  # noqa: BLE001  (what an uncaught error prints: its traceback, status 1)
+      stderr.write(traceback.format_exc())
+      status = 1
+    for name in set(flags.FLAGS) - absl_flags:
+      delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    done.append([status, stderr.getvalue()])
+    pathlib.Path(results).write_text(json.dumps(done))
+
+
 # === Original (google-research/bert) checkpoints ===
 
 def original_variables(config, heads=True, seed=0):
@@ -393,3 +448,8 @@ def run_model_saving_test(model, input_data, directory):
   assert type(restored) is type(model)
   _assert_same_outputs(restored(input_data), expected)
   return restored
+
+
+if __name__ == "__main__":
+  if sys.argv[1] == "run_tools":
+    _run_tools_main(sys.argv[2], sys.argv[3])
