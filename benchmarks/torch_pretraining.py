@@ -29,21 +29,12 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch_serving import hf_bert_config
 import transformers
 
 
 def pretraining_model(config):
-  hf_config = transformers.BertConfig(
-      vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
-      num_hidden_layers=config["num_hidden_layers"],
-      num_attention_heads=config["num_attention_heads"],
-      intermediate_size=config["intermediate_size"],
-      # The original's (and this package's) `gelu` is the tanh form, `gelu_new` in transformers.
-      hidden_act="gelu_new", max_position_embeddings=config["max_position_embeddings"],
-      type_vocab_size=config["type_vocab_size"], layer_norm_eps=1e-12,
-      hidden_dropout_prob=config["hidden_dropout_prob"],
-      attention_probs_dropout_prob=config["attention_probs_dropout_prob"])
-  return transformers.BertForPreTraining(hf_config)
+  return transformers.BertForPreTraining(hf_bert_config(config))
 
 
 def load_weights(model, path):

@@ -22,16 +22,22 @@ import torch
 import transformers
 
 
-def bert_model(config):
-  hf_config = transformers.BertConfig(
+def hf_bert_config(config):
+  """The `transformers.BertConfig` of this package's `BertConfig` (as a dict)."""
+  return transformers.BertConfig(
       vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
       num_hidden_layers=config["num_hidden_layers"],
       num_attention_heads=config["num_attention_heads"],
       intermediate_size=config["intermediate_size"],
       # The original's (and this package's) `gelu` is the tanh form, `gelu_new` in transformers.
       hidden_act="gelu_new", max_position_embeddings=config["max_position_embeddings"],
-      type_vocab_size=config["type_vocab_size"], layer_norm_eps=1e-12)
-  return transformers.BertModel(hf_config, add_pooling_layer=True).eval()
+      type_vocab_size=config["type_vocab_size"], layer_norm_eps=1e-12,
+      hidden_dropout_prob=config["hidden_dropout_prob"],
+      attention_probs_dropout_prob=config["attention_probs_dropout_prob"])
+
+
+def bert_model(config):
+  return transformers.BertModel(hf_bert_config(config), add_pooling_layer=True).eval()
 
 
 def peak(dtype, size=4096, repeats=3):
