@@ -174,6 +174,42 @@ def test_compiled_activation_matches_stock_forward_and_backward(activation):
   np.testing.assert_allclose(actual_grad, expected_grad, rtol=1.6e-2, atol=1e-2)
 
 
+def test_compiled_layer_norm_matches_stock_forward_and_backward():
+  rng = np.random.default_rng(7)
+  inputs = tf.cast(tf.constant(rng.normal(size=(3, 16, 64)) * 3 + 1, tf.float32), tf.bfloat16)
+  upstream = tf.cast(tf.constant(rng.normal(size=(3, 16, 64)), tf.float32), tf.bfloat16)
+  gamma = tf.Variable(rng.normal(size=64).astype("float32"))
+  beta = tf.Variable(rng.normal(size=64).astype("float32"))
+  results = []
+  for backend in (stock, cpu_onednn):
+    @tf.function
+    def step(x, backend=backend):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        outputs = backend.layer_norm(x, gamma, beta, 1e-12, training=True)
+      return [outputs] + tape.gradient(outputs, [x, gamma, beta],
+                                       tf.cast(upstream, outputs.dtype))
+    results.append(step(inputs))
+  (expected, *expected_grads), (actual, *actual_grads) = results
+  assert actual.dtype == tf.bfloat16 and expected.dtype == tf.float32
+  # Float32 inside, the output rounded to bfloat16 once.
+  np.testing.assert_allclose(tf.cast(actual, tf.float32), expected, rtol=8e-3, atol=2e-2)
+  for actual_grad, expected_grad in zip(actual_grads, expected_grads):
+    np.testing.assert_allclose(tf.cast(actual_grad, tf.float32), tf.cast(expected_grad, tf.float32),
+                               rtol=1.6e-2, atol=1e-2)
+
+
+def test_onednn_layer_norm_is_compiled_in_training_for_bfloat16_only():
+  gamma, beta = tf.ones(8), tf.zeros(8)
+  for dtype, training, compiled in [(tf.bfloat16, True, True), (tf.float32, True, False),
+                                    (tf.bfloat16, False, False)]:
+    graph = tf.function(lambda x, training=training: cpu_onednn.layer_norm(
+        x, gamma, beta, 1e-12, training=training)).get_concrete_function(
+            tf.TensorSpec((None, 8), dtype)).graph
+    assert compiled is any(f.cached_definition.attr["_XlaMustCompile"].b
+                           for f in graph._functions.values())
+
+
 def test_onednn_dropout_gradient_hashes_the_same_mask_in_bfloat16():
   inputs = tf.cast(tf.constant(np.random.default_rng(6).normal(size=(8, 4, 33)), tf.float32),
                    tf.bfloat16)

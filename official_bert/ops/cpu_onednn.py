@@ -7,13 +7,13 @@ spares the element-wise passes that TensorFlow's bfloat16 kernels run slowly (th
 GELU alone was a third of a BERT-Base forward pass before it was fused). The remapper sees none
 of this in the stock forms: Keras writes a 3-D product as a `Tensordot` whose reshape stands
 between the product and its bias, and a bias added with `+` keeps the activation apart.
-What the remapper cannot fuse in a training step, the element-wise work around the products
-(the activation kept apart for its gradient, dropout), runs as small XLA programs: XLA's CPU
-backend has no bfloat16 products worth using but fuses element-wise work into one pass, where
-TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In inference,
-layer norm and attention have forms that oneDNN runs as few fused kernels in the dtype of their
-inputs (`layer_norm`, `attention`; in training they are the stock forms). The other kernels are
-the stock ones, measured no slower in the graph
+What the remapper cannot fuse in a training step, the element-wise work around the products (the
+activation kept apart for its gradient, dropout, layer norm), runs as small XLA programs: XLA's
+CPU backend has no bfloat16 products worth using but fuses element-wise work into one pass, where
+TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In inference, layer
+norm and attention have forms that oneDNN runs as few fused kernels in the dtype of their inputs
+(`layer_norm`, `attention`; in training, attention is the stock form and a bfloat16 layer norm is
+`compiled_layer_norm`). The other kernels are the stock ones, measured no slower in the graph
 (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these forms
 against the stock ones, forward and backward.
 """
@@ -116,6 +116,59 @@ def compiled_activation(activation):
   return _COMPILED_ACTIVATIONS[activation]
 
 
+_COMPILED_LAYER_NORMS = {}
+
+
+def compiled_layer_norm(epsilon):
+  """`stock.layer_norm` of a bfloat16 tensor as one XLA pass forward and one backward.
+
+  The statistics and the normalization are float32 inside each pass and the result is rounded
+  to the dtype of the inputs once, as the inference form (`layer_norm`) returns it. The stock
+  form runs as a dozen TensorFlow graph passes each way plus the casts around them: a seventh of
+  the op time of a bfloat16 BERT-Base fine-tuning step (`tf.profiler`). The backward pass
+  recomputes the statistics from the inputs instead of keeping them.
+
+  Args:
+    epsilon: added to the variance.
+
+  Returns:
+    A function of `(inputs, gamma, beta)` (bfloat16 inputs, float32 weights), with a custom
+    gradient, giving a tensor of the dtype of the inputs.
+
+  Example:
+
+  >>> y = compiled_layer_norm(1e-12)(tf.constant([[1.0, 3.0]], tf.bfloat16), tf.ones(2),
+  ...                                tf.zeros(2))
+  >>> y.dtype.name, y.numpy().tolist()
+  ('bfloat16', [[-1.0, 1.0]])
+  """
+  if epsilon not in _COMPILED_LAYER_NORMS:
+
+    def normalize(x, gamma, beta):
+      return stock.layer_norm(tf.cast(x, tf.float32), gamma, beta, epsilon)
+
+    @tf.function(jit_compile=True)
+    def forward(x, gamma, beta):
+      return tf.cast(normalize(x, gamma, beta), x.dtype)
+
+    @tf.function(jit_compile=True)
+    def backward(x, gamma, beta, upstream):
+      with tf.GradientTape() as tape:
+        x32 = tf.cast(x, tf.float32)
+        tape.watch([x32, gamma, beta])
+        outputs = normalize(x32, gamma, beta)
+      grad_x, grad_gamma, grad_beta = tape.gradient(outputs, [x32, gamma, beta],
+                                                    tf.cast(upstream, tf.float32))
+      return tf.cast(grad_x, x.dtype), grad_gamma, grad_beta
+
+    @tf.custom_gradient
+    def compiled(x, gamma, beta):
+      return forward(x, gamma, beta), lambda upstream: backward(x, gamma, beta, upstream)
+
+    _COMPILED_LAYER_NORMS[epsilon] = compiled
+  return _COMPILED_LAYER_NORMS[epsilon]
+
+
 def dropout(inputs, rate, seed):
   """`cpu_xla.dropout` (a mask hashed from each element's position, one XLA pass), with a
   gradient that hashes the same mask again instead of keeping it.
@@ -154,8 +207,8 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
   beta are variables.) The stock form, in float32, spends a sixth of a bfloat16 BERT-Base forward
   pass in its seven element-wise passes and the casts around them. The result is in the dtype
   of `inputs`; the form needs dynamic `rows` (as in a SavedModel's signature) for the rewrite,
-  and is still one `FusedBatchNormV3` where the shape is static. Training and float16 inputs
-  take the stock form.
+  and is still one `FusedBatchNormV3` where the shape is static. In training, bfloat16 inputs
+  take `compiled_layer_norm`; float32 and float16 inputs take the stock form.
 
   Example:
 
@@ -163,6 +216,9 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
   ...                                  1e-12)[0].numpy().tolist()]
   [-1.0, 1.0]
   """
+  if training and inputs.dtype == tf.bfloat16:
+    return compiled_layer_norm(epsilon)(inputs, tf.convert_to_tensor(gamma),
+                                        tf.convert_to_tensor(beta))
   if training or inputs.dtype not in _ONEDNN_DTYPES:
     return stock.layer_norm(inputs, gamma, beta, epsilon)
   shape = tf.shape(inputs)
