@@ -673,7 +673,7 @@ def _xla_functions(export_dir):
 def test_jit_compile_is_kept_in_the_saved_model(tmp_path, small_classifier):
   model, options = small_classifier
   export_classifier(model, tmp_path / "graph", jit_compile=False, **options)
-  export_classifier(model, tmp_path / "xla", **options)
+  export_classifier(model, tmp_path / "xla", jit_compile=True, **options)
   assert not _xla_functions(tmp_path / "graph")
   assert _xla_functions(tmp_path / "xla")
   ids = {"input_word_ids": tf.constant([[2, 5, 6, 3, 0]]),

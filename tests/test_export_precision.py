@@ -5,6 +5,7 @@ tensorflow-text."""
 import json
 import subprocess
 import sys
+from unittest import mock
 
 import keras
 import numpy as np
@@ -12,10 +13,12 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from official_bert import BertClassifier, BertEncoder
+from official_bert import BertClassifier, BertEncoder, ops
 from official_bert.checkpoints import save_model_dir
-from official_bert.export import export_classifier, export_encoder, export_model_dir, precision
+from official_bert.export import (export_classifier, export_encoder, export_model_dir, precision,
+                                  saved_model)
 from official_bert.tasks import base
+from official_bert.training import accelerators
 
 from testing import tiny_bert_config
 
@@ -94,7 +97,19 @@ def test_dtype_choices():
   assert precision.serving_dtype("float16") is None
   assert precision.compute_dtype(BertEncoder(CONFIG, dtype="mixed_bfloat16")) == "bfloat16"
   assert not precision.default_jit_compile("bfloat16")
-  assert precision.default_jit_compile("float32")
+
+
+@pytest.mark.parametrize("vendor, jit_compile, kernels", [("GenuineIntel", False, "cpu_onednn"),
+                                                          ("AuthenticAMD", True, "cpu_xla")])
+def test_float32_serves_without_xla_where_tensorflow_runs_onednn_by_default(
+    vendor, jit_compile, kernels):
+  with mock.patch.object(accelerators, "cpu_vendor", return_value=vendor):
+    choice = precision.serving_choice("float32")
+  assert (choice.enable_xla, choice.kernels, choice.compile_update) == (
+      jit_compile, kernels, False)
+  assert ("oneDNN" in choice.reason) is not jit_compile
+  # Training keeps XLA for float32 on any CPU.
+  assert accelerators.choose("CPU", "float32", cpu_vendor=vendor).enable_xla
 
 
 @pytest.mark.slow
@@ -144,7 +159,7 @@ def test_bfloat16_export_is_not_compiled_with_xla_by_default(tmp_path):
   export_encoder(model, tmp_path / "bfloat16", dtype="bfloat16", **options)
   export_encoder(model, tmp_path / "float32", dtype="float32", **options)
   assert not _xla_functions(tmp_path / "bfloat16")
-  assert _xla_functions(tmp_path / "float32")
+  assert bool(_xla_functions(tmp_path / "float32")) is precision.default_jit_compile("float32")
   loaded = tf.saved_model.load(str(tmp_path / "bfloat16"))
   outputs = loaded.signatures["serve_token_ids"](
       **{key: tf.constant(value) for key, value in IDS.items()})
@@ -178,18 +193,43 @@ def test_a_task_exports_in_the_dtype_it_trained_in(tmp_path, policy, stored):
   dtypes = tf.train.load_checkpoint(str(tmp_path / "export" / "variables" / "variables")
                                     ).get_variable_to_dtype_map().values()
   assert sorted({dtype.name for dtype in dtypes if dtype.is_floating}) == stored
-  assert bool(_xla_functions(tmp_path / "export")) == (policy == "float32")
+  assert bool(_xla_functions(tmp_path / "export")) is (
+      policy == "float32" and precision.default_jit_compile("float32"))
 
 
-def test_a_bfloat16_export_is_built_on_the_fused_cpu_kernels_and_a_float32_one_on_xla():
-  from official_bert import ops
-  from official_bert.export import saved_model
-  from official_bert.layers.dense import Dense
+@pytest.mark.parametrize("dtype, vendor, jit_compile, kernels", [
+    ("bfloat16", "GenuineIntel", False, "cpu_onednn"),
+    ("float32", "GenuineIntel", False, "cpu_onednn"),
+    ("float32", "AuthenticAMD", True, "cpu_xla")])
+def test_the_served_model_is_built_on_the_chosen_kernels(dtype, vendor, jit_compile, kernels):
+  with ops.use_kernels("cpu_xla"):
+    model = BertClassifier(CONFIG, num_classes=2)
+  expected = tf.nn.softmax(model(IDS)["logits"])
+  with mock.patch.object(accelerators, "cpu_vendor", return_value=vendor):
+    served, served_jit_compile = saved_model._serving_model(model, dtype, None)
+  assert served_jit_compile is jit_compile
+  assert ops.backends_of(served) == {kernels}
+  # A model already on the chosen kernels and in the dtype is served as it is.
+  assert (served is model) is (dtype == "float32" and kernels == "cpu_xla")
+  probabilities = tf.nn.softmax(tf.cast(served(IDS)["logits"], tf.float32))
+  np.testing.assert_allclose(probabilities, expected, atol=1e-2 if dtype == "bfloat16" else 1e-6)
 
-  model = BertClassifier(CONFIG, num_classes=2)
-  model(IDS)
-  served, jit_compile = saved_model._serving_model(model, "bfloat16", None)
-  dense = [layer for layer in served._flatten_layers() if isinstance(layer, Dense)]
-  assert dense and not jit_compile
-  assert all(layer._kernels is ops.kernels("cpu_onednn") for layer in dense)
-  assert saved_model._serving_model(model, "float32", None) == (model, True)
+
+@pytest.mark.slow
+def test_a_float32_export_on_onednn_serves_the_keras_probabilities(tmp_path):
+  # What an export on an Intel CPU writes, whatever CPU runs this test.
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join(VOCAB) + "\n")
+  model = _classifier()
+  with mock.patch.object(accelerators, "cpu_vendor", return_value="GenuineIntel"):
+    export_classifier(model, tmp_path / "float32", vocab_file=str(vocab_file),
+                      do_lower_case=True, max_seq_length=16, dtype="float32")
+  assert not _xla_functions(tmp_path / "float32")
+  job = {"dirs": {"float32": str(tmp_path / "float32")}, "texts": TEXTS,
+         "ids": {key: value.tolist() for key, value in IDS.items()}}
+  run = subprocess.run([sys.executable, "-c", _SERVER], input=json.dumps(job), text=True,
+                       capture_output=True, timeout=300, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  served = json.loads(run.stdout)["float32"]
+  assert served["variable_dtypes"] == ["float32"]
+  np.testing.assert_allclose(served["ids"], tf.nn.softmax(model(IDS)["logits"]), atol=1e-5)

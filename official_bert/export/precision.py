@@ -6,20 +6,26 @@ on each call) and computes in bfloat16 on the kernels `serving_choice` picks (`c
 norms and softmax with float32 statistics, float32 outputs); on a CPU with AMX (`amx_bf16`)
 oneDNN runs its matrix products at about four times the float32 rate.
 
-XLA (`jit_compile`) is chosen per dtype from `benchmarks/serving_throughput.py`: on for float32,
-where XLA's CPU code runs BERT faster than TensorFlow's graph kernels, and off for bfloat16,
-since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them (BERT-Base,
-batch 8, sequence 128, two runs: bfloat16 with XLA ran below the float32 rate, without XLA 1.6
-and 2.4 times faster; `docs/performance.md`).
+XLA (`jit_compile`) and the kernels are chosen per dtype and CPU from
+`benchmarks/serving_throughput.py` (`official_bert.training.accelerators.choose`): off for
+bfloat16, since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them
+(BERT-Base, batch 8, sequence 128: 3.3x the float32 export); off for float32 too where TensorFlow
+runs its oneDNN kernels by default (Intel CPUs), whose fused inference forms (`cpu_onednn`)
+served 1.10x XLA; on for float32 elsewhere, where the graph runs on TensorFlow's own kernels
+at two thirds of XLA's speed. The export is built on the chosen kernels, whatever the kernels
+the model was trained on.
 
 Example:
 
->>> default_jit_compile("float32"), default_jit_compile("bfloat16")
-(True, False)
+>>> default_jit_compile("bfloat16")
+False
 """
+
+import contextlib
 
 import keras
 
+from official_bert import ops
 from official_bert.checkpoints import model_info
 from official_bert.training import accelerators
 
@@ -49,7 +55,8 @@ def serving_choice(dtype, jit_compile=None):
     dtype: the compute dtype, e.g. `compute_dtype(model, dtype)`.
     jit_compile: None for the choice per dtype.
   """
-  return accelerators.choose("CPU", dtype, accelerators.cpu_flags(), enable_xla=jit_compile)
+  return accelerators.choose("CPU", dtype, accelerators.cpu_flags(), enable_xla=jit_compile,
+                             inference=True, cpu_vendor=accelerators.cpu_vendor())
 
 
 def default_jit_compile(dtype):
@@ -76,25 +83,30 @@ def trained_dtype(model):
   return serving_dtype(keras.backend.standardize_dtype(model.dtype_policy.compute_dtype))
 
 
-def with_dtype(model, dtype):
+def with_dtype(model, dtype, kernels=None):
   """`model` with its weights in, and computing in, `dtype` (Keras policy `dtype`).
 
   Args:
     model: an instance of a registered model class (a task model or a `BertEncoder`).
-    dtype: `float32`, `bfloat16`, or None for `model` itself.
+    dtype: `float32`, `bfloat16`, or None for `model`'s own policy.
+    kernels: the kernel backend (`official_bert.ops.BACKENDS`) the result is built on, or None
+      for any.
 
   Returns:
-    `model` when `dtype` is None or already its policy, else a new model of the same kind and
-    config under policy `dtype`, with `model`'s weights cast to it (layers that compute in
-    float32 whatever the policy, the layer norms, keep float32 weights).
+    `model` when it already has policy `dtype` and was built on `kernels`, else a new model of
+    the same kind and config under policy `dtype` (built on `kernels`), with `model`'s weights
+    cast to it (layers that compute in float32 whatever the policy, the layer norms, keep
+    float32 weights).
   """
   check_dtype(dtype)
-  if dtype is None or model.dtype_policy.name == dtype:
+  policy = dtype or model.dtype_policy.name
+  if policy == model.dtype_policy.name and (kernels is None or ops.backends_of(model) <= {kernels}):
     return model
-  copy = model_info(model).build_model(dtype)
+  with ops.use_kernels(kernels) if kernels else contextlib.nullcontext():
+    copy = model_info(model).build_model(policy)
   weights = model.get_weights()
   if len(copy.weights) != len(weights):
-    raise ValueError(f"The {dtype} copy of {model.name} has {len(copy.weights)} weights, the "
+    raise ValueError(f"The {policy} copy of {model.name} has {len(copy.weights)} weights, the "
                      f"model {len(weights)}: is the model built?")
   copy.set_weights(weights)  # assigning casts each value to its variable's dtype
   return copy

@@ -67,7 +67,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from official_bert import checkpoints, ops, tokenization
+from official_bert import checkpoints, tokenization
 from official_bert.export import archive as archive_lib
 from official_bert.export import precision, signatures, span_answers
 from official_bert.models import (
@@ -99,13 +99,13 @@ def _text_packer(model, vocab_file, do_lower_case, max_seq_length, buckets):
 def _serving_model(model, dtype, jit_compile):
   """`model` in the serving `dtype`, and whether to compile it with XLA (None: per dtype).
 
-  A model rebuilt in another dtype is built on the kernels that the engine's one decision
-  (`training.accelerators.choose`) picks for a CPU server in that dtype: for bfloat16, the
-  `cpu_onednn` products that the graph optimizer fuses with their bias and activation.
+  The served model is built on the kernels that the engine's one decision
+  (`training.accelerators.choose`) picks for a CPU server in that dtype (a copy when the model
+  was built on others): without XLA, the `cpu_onednn` products that the graph optimizer fuses
+  with their bias and activation, and its one-pass layer norms.
   """
   choice = precision.serving_choice(precision.compute_dtype(model, dtype), jit_compile)
-  with ops.use_kernels(choice.kernels):
-    model = precision.with_dtype(model, dtype)
+  model = precision.with_dtype(model, dtype, kernels=choice.kernels)
   logging.info("The SavedModel computes in %s: %s.", precision.compute_dtype(model),
                choice.reason)
   return model, choice.enable_xla

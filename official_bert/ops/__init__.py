@@ -89,6 +89,12 @@ def kernels(name=None):
   return BACKENDS[name or kernel_backend()]
 
 
+def backends_of(model):
+  """The names of the backends the layers of `model` (a Keras model) were constructed on."""
+  return {name for layer in model._flatten_layers()  # pylint: disable=protected-access
+          for name, module in BACKENDS.items() if getattr(layer, "_kernels", None) is module}
+
+
 @contextlib.contextmanager
 def use_kernels(name):
   """Selects backend `name` inside a `with` block, then restores the previous choice."""
