@@ -119,7 +119,9 @@ def test_onednn_dense_matches_stock_forward_and_backward(shape, transpose):
     for module in (stock, cpu_onednn):
       @tf.function
       def fn(x, k, b, module=module, function=function):
-        return module.dense(x, k, b, function, transpose_kernel=transpose)
+        # The residual (here the product's own inputs) fuses into the product on cpu_onednn.
+        residual = x[..., :4] if activation in (None, "relu") else None
+        return module.dense(x, k, b, function, transpose_kernel=transpose, residual=residual)
       results.append(_value_and_gradients(fn, inputs, kernel, bias))
     for expected, actual in zip(*results):
       np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5,
@@ -242,7 +244,24 @@ def test_dense_layer_is_keras_dense_on_every_backend(backend):
   layer.set_weights(reference.get_weights())
   assert [v.path.split("/")[-1] for v in layer.weights] == ["kernel", "bias"]
   np.testing.assert_allclose(layer(inputs).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+  residual = np.random.default_rng(3).normal(size=(2, 3, 4)).astype("float32")
+  np.testing.assert_allclose(tf.function(layer)(inputs, residual=residual).numpy(),
+                             expected.numpy() + residual, rtol=1e-5, atol=1e-6)
   assert type(Dense.from_config(layer.get_config())) is Dense
+
+
+@pytest.mark.parametrize("backend", list(ops.BACKENDS))
+def test_transformer_block_adds_the_same_residuals_in_training_and_inference(backend):
+  # Inference passes each residual to the projection before it (fused there on cpu_onednn);
+  # training, without dropout, adds it after: the same function.
+  with ops.use_kernels(backend):
+    block = TransformerBlock(8, 2, 16)
+  rng = np.random.default_rng(4)
+  inputs = tf.constant(rng.normal(size=(2, 5, 8)), tf.float32)
+  mask = tf.constant([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], tf.float32)
+  inference = tf.function(lambda x, m: block(x, m, training=False))(inputs, mask)
+  training = block(inputs, mask, training=True)
+  np.testing.assert_allclose(inference.numpy(), training.numpy(), rtol=1e-5, atol=1e-5)
 
 
 # === Tiny models in bfloat16 against float32 ===

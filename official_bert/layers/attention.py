@@ -58,10 +58,11 @@ class SelfAttention(keras.layers.Layer):
     self.qkv.build(inputs_shape)
     self.output_dense.build(inputs_shape)
 
-  def call(self, inputs, mask, training=None):
+  def call(self, inputs, mask, training=None, residual=None):
+    """The attention output for `inputs`, plus `residual` (of the inputs' shape) if given."""
     context = self._kernels.attention(self.qkv(inputs), mask, self.num_heads, self.probs_dropout,
                                       training=training)
-    return self.output_dense(context)
+    return self.output_dense(context, residual=residual)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape

@@ -31,9 +31,11 @@ class Dense(keras.layers.Dense):
     super().__init__(units, **kwargs)
     self._kernels = kernel_ops.kernels()
 
-  def call(self, inputs, training=None):
+  def call(self, inputs, training=None, residual=None):
+    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given."""
     if self.lora_enabled or self.bias is None:
-      return super().call(inputs, training=training)
+      outputs = super().call(inputs, training=training)
+      return outputs if residual is None else outputs + residual
     return self._kernels.dense(inputs, ops.cast(self.kernel, self.compute_dtype),
                                ops.cast(self.bias, self.compute_dtype), self.activation,
-                               training=bool(training))
+                               training=bool(training), residual=residual)

@@ -78,14 +78,20 @@ class TransformerBlock(keras.layers.Layer):
 
   def call(self, inputs, mask, training=None):
     inputs = ops.cast(inputs, self.compute_dtype)
-    attended = self.attention_dropout(self.attention(inputs, mask, training=training),
-                                      training=training)
-    hidden = ops.cast(self.attention_layer_norm(inputs + attended, training=training),
-                      self.compute_dtype)
-    transformed = self.output_dropout(self.output_dense(self.intermediate(hidden)),
-                                      training=training)
-    return ops.cast(self.output_layer_norm(hidden + transformed, training=training),
-                    self.compute_dtype)
+    if training:
+      attended = inputs + self.attention_dropout(self.attention(inputs, mask, training=True),
+                                                 training=True)
+    else:
+      # Without dropout, each residual connection is added by the projection before it, which
+      # the `cpu_onednn` kernels fuse into the product.
+      attended = self.attention(inputs, mask, training=training, residual=inputs)
+    hidden = ops.cast(self.attention_layer_norm(attended, training=training), self.compute_dtype)
+    intermediate = self.intermediate(hidden)
+    if training:
+      transformed = hidden + self.output_dropout(self.output_dense(intermediate), training=True)
+    else:
+      transformed = self.output_dense(intermediate, residual=hidden)
+    return ops.cast(self.output_layer_norm(transformed, training=training), self.compute_dtype)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape

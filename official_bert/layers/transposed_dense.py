@@ -42,9 +42,11 @@ class TransposedDense(keras.layers.Layer):
                                   initializer=self.kernel_initializer, name="kernel")
     self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
 
-  def call(self, inputs):
+  def call(self, inputs, residual=None):
+    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given."""
     return self._kernels.dense(inputs, ops.cast(self.kernel, self.compute_dtype),
-                               ops.cast(self.bias, self.compute_dtype), transpose_kernel=True)
+                               ops.cast(self.bias, self.compute_dtype), transpose_kernel=True,
+                               residual=residual)
 
   def compute_output_shape(self, inputs_shape):
     return tuple(inputs_shape[:-1]) + (self.units,)

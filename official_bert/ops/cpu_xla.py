@@ -151,13 +151,15 @@ def matmul_transposed(inputs, kernel):
   return tf.matmul(inputs, tf.transpose(kernel))
 
 
-def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False,
+          residual=None):
   """`stock.dense`, through this module's `matmul_transposed` for a transposed kernel."""
   del training  # one form
   if not transpose_kernel:
-    return stock.dense(inputs, kernel, bias, activation)
+    return stock.dense(inputs, kernel, bias, activation, residual=residual)
   outputs = matmul_transposed(inputs, kernel) + bias
-  return outputs if activation is None else activation(outputs)
+  outputs = outputs if activation is None else activation(outputs)
+  return outputs if residual is None else outputs + residual
 
 
 # === Activation ===

@@ -69,8 +69,10 @@ def matmul_transposed(inputs, kernel):
   return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [1]])
 
 
-def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False):
-  """`activation(inputs @ kernel + bias)` over the last axis of `inputs`, as `keras.layers.Dense`.
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False,
+          residual=None):
+  """`activation(inputs @ kernel + bias)` over the last axis of `inputs`, as `keras.layers.Dense`,
+  plus `residual` if given.
 
   Args:
     inputs: float `[..., in]`.
@@ -79,6 +81,8 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
     activation: a function of one tensor, or None.
     transpose_kernel: the kernel is stored `[out, in]` (see `TransposedDense`).
     training: whether the gradient will be taken (a backend may then choose another form).
+    residual: None, or `[..., out]` added to the result (a residual connection, which a backend
+      may fuse into the product).
 
   Example:
 
@@ -90,7 +94,8 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   else:
     outputs = keras.ops.matmul(inputs, kernel)
   outputs = outputs + bias
-  return outputs if activation is None else activation(outputs)
+  outputs = outputs if activation is None else activation(outputs)
+  return outputs if residual is None else outputs + residual
 
 
 def layer_norm(inputs, gamma, beta, epsilon, training=False):
