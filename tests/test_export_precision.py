@@ -15,8 +15,13 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from official_bert import BertClassifier, BertEncoder, ops
 from official_bert.checkpoints import save_model_dir
-from official_bert.export import (export_classifier, export_encoder, export_model_dir, precision,
-                                  saved_model)
+from official_bert.export import (
+  export_classifier,
+  export_encoder,
+  export_model_dir,
+  precision,
+  saved_model,
+)
 from official_bert.tasks import base
 from official_bert.training import accelerators
 
