@@ -9,7 +9,7 @@ oneDNN runs its matrix products at about four times the float32 rate.
 XLA (`jit_compile`) and the kernels are chosen per dtype and CPU from
 `benchmarks/serving_throughput.py` (`official_bert.training.accelerators.choose`): off for
 bfloat16, since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them
-(BERT-Base, batch 8, sequence 128: 3.3x the float32 export); off for float32 too where TensorFlow
+(BERT-Base, batch 8, sequence 128: 3.1x the float32 export); off for float32 too where TensorFlow
 runs its oneDNN kernels by default (Intel CPUs), whose fused inference forms (`cpu_onednn`)
 served 1.10x XLA; on for float32 elsewhere, where the graph runs on TensorFlow's own kernels
 at two thirds of XLA's speed. The export is built on the chosen kernels, whatever the kernels

@@ -80,6 +80,37 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
 
 # === Element-wise training work, compiled apart ===
 
+def _compiled_in_float32(function):
+  """`function` of tensors as one XLA program forward and one backward, in float32 inside.
+
+  The inputs are cast to float32 inside each program, the result to the dtype of the first
+  input, and each gradient to the dtype of its input. The backward program recomputes
+  `function` from the inputs instead of keeping the forward pass's intermediate values.
+  """
+
+  def in_float32(tensors):
+    return [tf.cast(t, tf.float32) for t in tensors]
+
+  @tf.function(jit_compile=True)
+  def forward(*inputs):
+    return tf.cast(function(*in_float32(inputs)), inputs[0].dtype)
+
+  @tf.function(jit_compile=True)
+  def backward(upstream, *inputs):
+    with tf.GradientTape() as tape:
+      inputs32 = in_float32(inputs)
+      tape.watch(inputs32)
+      outputs = function(*inputs32)
+    gradients = tape.gradient(outputs, inputs32, tf.cast(upstream, tf.float32))
+    return [tf.cast(g, t.dtype) for g, t in zip(gradients, inputs)]
+
+  @tf.custom_gradient
+  def compiled(*inputs):
+    return forward(*inputs), lambda upstream: backward(upstream, *inputs)
+
+  return compiled
+
+
 _COMPILED_ACTIVATIONS = {}
 
 
@@ -110,28 +141,8 @@ def compiled_activation(activation):
   ('bfloat16', 0.84)
   """
   if activation not in _COMPILED_ACTIVATIONS:
-
-    def activate(x, bias):
-      return activation(tf.cast(x, tf.float32) + tf.cast(bias, tf.float32))
-
-    @tf.function(jit_compile=True)
-    def forward(x, bias):
-      return tf.cast(activate(x, bias), x.dtype)
-
-    @tf.function(jit_compile=True)
-    def backward(x, bias, upstream):
-      with tf.GradientTape() as tape:
-        x32, bias32 = tf.cast(x, tf.float32), tf.cast(bias, tf.float32)
-        tape.watch([x32, bias32])
-        outputs = activate(x32, bias32)
-      grad_x, grad_bias = tape.gradient(outputs, [x32, bias32], tf.cast(upstream, tf.float32))
-      return tf.cast(grad_x, x.dtype), tf.cast(grad_bias, bias.dtype)
-
-    @tf.custom_gradient
-    def compiled(x, bias):
-      return forward(x, bias), lambda upstream: backward(x, bias, upstream)
-
-    _COMPILED_ACTIVATIONS[activation] = compiled
+    _COMPILED_ACTIVATIONS[activation] = _compiled_in_float32(
+        lambda x, bias: activation(x + bias))
   return _COMPILED_ACTIVATIONS[activation]
 
 
@@ -162,29 +173,8 @@ def compiled_layer_norm(epsilon):
   ('bfloat16', [[-1.0, 1.0]])
   """
   if epsilon not in _COMPILED_LAYER_NORMS:
-
-    def normalize(x, gamma, beta):
-      return stock.layer_norm(tf.cast(x, tf.float32), gamma, beta, epsilon)
-
-    @tf.function(jit_compile=True)
-    def forward(x, gamma, beta):
-      return tf.cast(normalize(x, gamma, beta), x.dtype)
-
-    @tf.function(jit_compile=True)
-    def backward(x, gamma, beta, upstream):
-      with tf.GradientTape() as tape:
-        x32 = tf.cast(x, tf.float32)
-        tape.watch([x32, gamma, beta])
-        outputs = normalize(x32, gamma, beta)
-      grad_x, grad_gamma, grad_beta = tape.gradient(outputs, [x32, gamma, beta],
-                                                    tf.cast(upstream, tf.float32))
-      return tf.cast(grad_x, x.dtype), grad_gamma, grad_beta
-
-    @tf.custom_gradient
-    def compiled(x, gamma, beta):
-      return forward(x, gamma, beta), lambda upstream: backward(x, gamma, beta, upstream)
-
-    _COMPILED_LAYER_NORMS[epsilon] = compiled
+    _COMPILED_LAYER_NORMS[epsilon] = _compiled_in_float32(
+        lambda x, gamma, beta: stock.layer_norm(x, gamma, beta, epsilon))
   return _COMPILED_LAYER_NORMS[epsilon]
 
 

@@ -60,28 +60,26 @@ class Choice:
   compile_update: bool = False
 
 
-def cpu_flags(path="/proc/cpuinfo"):
-  """The feature flags of this machine's CPU (an empty set where `path` cannot be read)."""
+def _cpuinfo_field(name, path):
+  """The value of the first `name : value` line of `path` (/proc/cpuinfo), or None."""
   try:
     with open(path) as cpuinfo:
       for line in cpuinfo:
-        if line.startswith("flags"):
-          return frozenset(line.split(":", 1)[1].split())
-  except OSError:
-    pass
-  return frozenset()
-
-
-def cpu_vendor(path="/proc/cpuinfo"):
-  """The `vendor_id` of this machine's CPU (`GenuineIntel`, `AuthenticAMD`, ...), or None."""
-  try:
-    with open(path) as cpuinfo:
-      for line in cpuinfo:
-        if line.startswith("vendor_id"):
+        if line.startswith(name):
           return line.split(":", 1)[1].strip()
   except OSError:
     pass
   return None
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+  """The feature flags of this machine's CPU (an empty set where `path` cannot be read)."""
+  return frozenset((_cpuinfo_field("flags", path) or "").split())
+
+
+def cpu_vendor(path="/proc/cpuinfo"):
+  """The `vendor_id` of this machine's CPU (`GenuineIntel`, `AuthenticAMD`, ...), or None."""
+  return _cpuinfo_field("vendor_id", path)
 
 
 def onednn_by_default(vendor):
