@@ -1,9 +1,9 @@
 """`keras.layers.Dense` whose product goes through the kernel backend's `dense`."""
 
 import keras
-from keras import ops
 
 from official_bert import ops as kernel_ops
+from official_bert.ops import weight_copies
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -23,7 +23,7 @@ class Dense(keras.layers.Dense):
   Example:
 
   >>> layer = Dense(3, activation="relu")
-  >>> tuple(layer(ops.ones((2, 4, 5))).shape)
+  >>> tuple(layer(keras.ops.ones((2, 4, 5))).shape)
   (2, 4, 3)
   """
 
@@ -36,6 +36,6 @@ class Dense(keras.layers.Dense):
     if self.lora_enabled or self.bias is None:
       outputs = super().call(inputs, training=training)
       return outputs if residual is None else outputs + residual
-    return self._kernels.dense(inputs, ops.cast(self.kernel, self.compute_dtype),
-                               ops.cast(self.bias, self.compute_dtype), self.activation,
+    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype),
+                               weight_copies.read(self.bias, self.compute_dtype), self.activation,
                                training=bool(training), residual=residual)

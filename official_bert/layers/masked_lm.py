@@ -8,6 +8,7 @@ from official_bert import ops as kernel_ops
 from official_bert.layers.activations import canonical_activation, get_activation
 from official_bert.layers.dense import Dense
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
+from official_bert.ops import weight_copies
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -73,13 +74,13 @@ class MaskedLMHead(keras.layers.Layer):
                                    axis=1)
     hidden = ops.cast(self.layer_norm(self.transform(selected)), self.compute_dtype)
     if self.embedding is None:
-      kernel = ops.cast(self.output_kernel, self.compute_dtype)
-      logits = ops.matmul(hidden, kernel) + ops.cast(self.output_bias, self.compute_dtype)
+      kernel = weight_copies.read(self.output_kernel, self.compute_dtype)
+      logits = ops.matmul(hidden, kernel) + weight_copies.read(self.output_bias, self.compute_dtype)
       return ops.cast(logits, "float32")
     logits = self._kernels.project_onto_table(
         tf.reshape(hidden, [-1, self.hidden_size]),
-        ops.cast(self.embedding.embeddings, self.compute_dtype),
-        ops.cast(self.output_bias, self.compute_dtype))
+        weight_copies.read(self.embedding.embeddings, self.compute_dtype),
+        weight_copies.read(self.output_bias, self.compute_dtype))
     logits = tf.reshape(logits, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
     return ops.cast(logits, "float32")
 

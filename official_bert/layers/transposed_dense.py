@@ -1,9 +1,9 @@
 """A dense projection that keeps its kernel as `[units, input_dim]`, as PyTorch's `Linear` does."""
 
 import keras
-from keras import ops
 
 from official_bert import ops as kernel_ops
+from official_bert.ops import weight_copies
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -27,7 +27,7 @@ class TransposedDense(keras.layers.Layer):
   Example:
 
   >>> layer = TransposedDense(3)
-  >>> tuple(layer(ops.ones((2, 5))).shape), tuple(layer.kernel.shape)
+  >>> tuple(layer(keras.ops.ones((2, 5))).shape), tuple(layer.kernel.shape)
   ((2, 3), (3, 5))
   """
 
@@ -44,9 +44,9 @@ class TransposedDense(keras.layers.Layer):
 
   def call(self, inputs, residual=None):
     """The projection of `inputs`, plus `residual` (of the outputs' shape) if given."""
-    return self._kernels.dense(inputs, ops.cast(self.kernel, self.compute_dtype),
-                               ops.cast(self.bias, self.compute_dtype), transpose_kernel=True,
-                               residual=residual)
+    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype),
+                               weight_copies.read(self.bias, self.compute_dtype),
+                               transpose_kernel=True, residual=residual)
 
   def compute_output_shape(self, inputs_shape):
     return tuple(inputs_shape[:-1]) + (self.units,)

@@ -27,6 +27,7 @@ deterministic (seeded shuffles) at the cost of reading them again.
 A non-finite loss stops training with `NonFiniteLossError`; the state is not saved.
 """
 
+import contextlib
 import os
 
 from absl import logging
@@ -34,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert import ops
+from official_bert.ops import weight_copies
 from official_bert.training import checkpointing, distribution, optimization, progress
 from official_bert.training.config import EngineConfig
 
@@ -108,8 +110,17 @@ class Trainer:
     whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
     # A step without XLA may still compile its update (see `accelerators`), on one device only:
     # with several replicas the update is a synchronisation point, as above.
+    compile_update = choice.compile_update and not self._distributed
     self._update = (tf.function(self._clip_and_apply, jit_compile=True)
-                    if choice.compile_update and not self._distributed else self._clip_and_apply)
+                    if compile_update else self._clip_and_apply)
+    # Where the update is compiled apart, it also keeps low-precision copies of the weights for
+    # a mixed policy's steps to read (`ops.weight_copies`); they are made with the variables'
+    # list (`_prepare`). Micro-batches sum their gradients in float32, without them.
+    policy = model.dtype_policy
+    self._with_copies = (compile_update and config.gradient_accumulation_steps == 1
+                         and policy.compute_dtype != policy.variable_dtype)
+    self._copies = None
+    self._update_from_copies = tf.function(self._apply_from_copies, jit_compile=True)
     self._replica_train_step = whole(self._train_step)
     self._replica_gradients = parts(self._local_gradients)
     self._replica_eval_step = whole(self._eval_step)
@@ -197,6 +208,8 @@ class Trainer:
     elif step:
       logging.info("Resumed the input at step %d by skipping the batches already used.", step)
     self._prepare(with_gradients=True)
+    if self._copies is not None:
+      self._copies.refresh()  # from the weights as restored
     manager = checkpointing.checkpoint_manager(checkpoint, self.model_dir, self.strategy,
                                                self.config.keep_checkpoint_max)
     summary_dir = (os.path.join(self.model_dir, "train")
@@ -235,6 +248,8 @@ class Trainer:
   def _train_step(self, features, labels):
     """One optimizer step on this replica's batch; returns losses and metrics of all replicas."""
     grads, logs = self._replica_gradients(features, labels)
+    if self._copies is not None:
+      return dict(logs, gradient_norm=self._update_from_copies(*grads))
     replicas = self.strategy.num_replicas_in_sync
     if replicas > 1:
       grads, logs = tf.distribute.get_replica_context().all_reduce("sum", (grads, logs))
@@ -252,6 +267,17 @@ class Trainer:
       # the (already summed and clipped) total.
       grads = [g / replicas for g in grads]
     self.optimizer.apply(grads, self._variables)
+
+  def _apply_from_copies(self, direct, through_copies):
+    """`_clip_and_apply` for the two parts of the gradients of a step that read the weights'
+    copies (`WeightCopies.gradients`), in one XLA program that also refreshes the copies;
+    returns the gradients' global norm."""
+    grads = self._copies.combine(direct, through_copies)
+    # The form of the norm that XLA's CPU backend reduces quickly.
+    norm = ops.kernels("cpu_xla").global_norm(grads) / optimization.loss_scale(self.optimizer)
+    self._clip_and_apply(grads, norm)
+    self._copies.refresh()
+    return norm
 
   def _local_gradients(self, features, labels):
     """Gradients and logs of this replica's batch, averaged over its micro-batches."""
@@ -278,13 +304,16 @@ class Trainer:
     return grads, logs
 
   def _micro_gradients(self, features, labels, share):
-    with tf.GradientTape() as tape:
+    copies = self._copies.reading() if self._copies is not None else contextlib.nullcontext()
+    with tf.GradientTape() as tape, copies:
       logs = self._logs(features, labels, training=True)
       loss = self.optimizer.scale_loss(logs["losses"]["loss"] * share)
+    logs["losses"] = {name: value * share for name, value in logs["losses"].items()}
+    if self._copies is not None:
+      return self._copies.gradients(tape, loss, self._variables), logs
     # A table that is both looked up and multiplied (BERT's tied word embeddings) gets a sparse
     # gradient with repeated rows, which `global_norm` would misread; densify.
     grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, self._variables)]
-    logs["losses"] = {name: value * share for name, value in logs["losses"].items()}
     return grads, logs
 
   def _learning_rate(self):
@@ -434,6 +463,9 @@ class Trainer:
       unused = [v.path for v, c in zip(variables, connected) if not c]
       if unused:
         logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
+      if self._with_copies:
+        self._copies = weight_copies.WeightCopies(self._variables,
+                                                  self.model.dtype_policy.compute_dtype)
 
   def _zeros(self, with_gradient_norm=False):
     zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self._spec)

@@ -1,0 +1,130 @@
+"""Low-precision weight copies: what the layers read, the gradients through them, and a bfloat16
+training step that reads them against one that casts, on a tiny pre-training model."""
+
+import shutil
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertConfig, BertPretrainer, ops
+from official_bert.models.losses import pretraining_losses
+from official_bert.ops import weight_copies
+from official_bert.training import EngineConfig, Trainer, create_optimizer
+
+CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+  yield
+  keras.mixed_precision.set_global_policy("float32")
+  ops.set_kernel_backend("cpu_xla")
+
+
+def test_read_casts_outside_a_reading_and_returns_the_copy_inside():
+  variable = keras.Variable(np.full((2, 2), 1.0 + 2**-10, "float32"))
+  copies = weight_copies.WeightCopies([variable], "bfloat16")
+  variable.assign(np.full((2, 2), 3.0, "float32"))  # the copy keeps the old value until refreshed
+  assert float(weight_copies.read(variable, "bfloat16")[0, 0]) == 3.0
+  with copies.reading():
+    assert float(weight_copies.read(variable, "bfloat16")[0, 0]) == 1.0  # 1 + 2^-10 in bfloat16
+    assert weight_copies.read(variable, "float32").dtype == tf.float32  # no copy of that dtype
+  copies.refresh()
+  with copies.reading():
+    assert float(weight_copies.read(variable, "bfloat16")[0, 0]) == 3.0
+
+
+def test_copies_are_made_of_float32_variables_only():
+  copies = weight_copies.WeightCopies(
+      [keras.Variable(np.ones(3, "float32")), tf.Variable(np.ones(3, "int32"))], "bfloat16")
+  assert [c.dtype for c in copies.copies] == [tf.bfloat16]
+
+
+def test_gradients_through_copies_and_direct_reads_combine_into_the_casts_gradient():
+  # A tied table: looked up directly in float32 and multiplied through its copy, as BERT's word
+  # embeddings are by the masked-LM head.
+  rng = np.random.default_rng(0)
+  table = keras.Variable(rng.normal(size=(6, 4)).astype("float32"))
+  hidden = tf.constant(rng.normal(size=(3, 4)).astype("float32"))
+  ids = tf.constant([1, 4, 4])
+
+  def loss(read_table):
+    looked_up = tf.gather(table, ids)
+    logits = tf.matmul(tf.cast(hidden + looked_up, tf.bfloat16), read_table(), transpose_b=True)
+    return tf.reduce_sum(tf.cast(logits, tf.float32) ** 2)
+
+  with tf.GradientTape() as tape:
+    expected_loss = loss(lambda: tf.cast(table, tf.bfloat16))
+  expected = tf.convert_to_tensor(tape.gradient(expected_loss, table))
+  copies = weight_copies.WeightCopies([table], "bfloat16")
+  with tf.GradientTape() as tape, copies.reading():
+    actual_loss = loss(lambda: weight_copies.read(table, "bfloat16"))
+  direct, through_copies = copies.gradients(tape, actual_loss, [table])
+  assert isinstance(direct[0], tf.IndexedSlices) and through_copies[0].dtype == tf.bfloat16
+  (combined,) = copies.combine(direct, through_copies)
+  assert combined.dtype == tf.float32 and float(actual_loss) == float(expected_loss)
+  np.testing.assert_allclose(combined, expected, rtol=1e-6, atol=1e-6)
+
+
+# === A bfloat16 training step that reads the copies ===
+
+def _batch(batch=8, seq=12, predictions=3):
+  rng = np.random.default_rng(0)
+  features = {"input_word_ids": rng.integers(5, CONFIG.vocab_size, (batch, seq)).astype("int32"),
+              "input_mask": np.ones((batch, seq), "int32"),
+              "input_type_ids": np.zeros((batch, seq), "int32"),
+              "masked_lm_positions": np.tile(np.arange(1, 1 + predictions, dtype="int32"),
+                                             (batch, 1))}
+  labels = {"masked_lm_ids": rng.integers(5, CONFIG.vocab_size,
+                                          (batch, predictions)).astype("int32"),
+            "masked_lm_weights": np.ones((batch, predictions), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+  return lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat()
+
+
+def _trainer(model_dir, with_copies=True):
+  engine = EngineConfig(dtype="bfloat16", steps_per_loop=3, log_steps=3, seed=0)
+  strategy = engine.setup()
+  keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = BertPretrainer(CONFIG)
+    optimizer = create_optimizer("adamw", 1e-2, 30, 0, dtype="bfloat16")
+  trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
+                    model_dir=str(model_dir), config=engine)
+  trainer._with_copies &= with_copies  # pylint: disable=protected-access
+  return trainer
+
+
+def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path):
+  cast = _trainer(tmp_path / "cast", with_copies=False)
+  copied = _trainer(tmp_path / "copies")
+  cast_logs, copied_logs = cast.train(_batch(), 3), copied.train(_batch(), 3)
+  assert cast._copies is None and copied._copies is not None  # pylint: disable=protected-access
+  for name in ("loss", "masked_lm_loss", "gradient_norm"):
+    np.testing.assert_allclose(copied_logs[name], cast_logs[name], rtol=1e-3)
+  for actual, expected in zip(copied.model.trainable_variables,
+                              cast.model.trainable_variables):
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-2, atol=1e-4)
+  # The update wrote the copies of the weights it changed.
+  for variable, copy in zip(copied._copies.variables, copied._copies.copies):  # pylint: disable=protected-access
+    np.testing.assert_array_equal(copy.numpy(), tf.cast(variable, tf.bfloat16).numpy())
+
+
+def test_copies_are_not_saved_and_are_refreshed_from_a_restored_checkpoint(tmp_path):
+  first = _trainer(tmp_path / "first")
+  first.train(_batch(), 3)
+  saved = [name for name, _ in tf.train.list_variables(first.latest_checkpoint())]
+  assert saved and not any("bfloat16" in name for name in saved)
+  shutil.copytree(tmp_path / "first", tmp_path / "resumed")
+  first.train(_batch(), 6)
+  # A new trainer (as in a new process) resumes at step 3 over freshly initialised weights: its
+  # copies must come from the restored weights for its steps 4 to 6 to match the first one's.
+  resumed = _trainer(tmp_path / "resumed")
+  resumed.train(_batch(), 6)
+  for actual, expected in zip(resumed.model.trainable_variables,
+                              first.model.trainable_variables):
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
