@@ -205,6 +205,32 @@ def test_compiled_layer_norm_matches_stock_forward_and_backward():
                                rtol=1.6e-2, atol=1e-2)
 
 
+def test_onednn_bfloat16_training_attention_matches_stock_forward_and_backward():
+  rng = np.random.default_rng(4)
+  qkv = tf.cast(rng.normal(size=(2, 6, 3 * 8)) * 2, tf.bfloat16)
+  mask = tf.constant([[1] * 6, [1] * 4 + [0] * 2])
+  upstream = tf.cast(rng.normal(size=(2, 6, 8)), tf.bfloat16)
+  results = []
+  for module in (stock, cpu_onednn):
+    @tf.function
+    def step(x, module=module):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        context = module.attention(x, mask, 2, lambda p, training: p, training=True)
+      return context, tape.gradient(context, x, tf.cast(upstream, context.dtype))
+    results.append(step(qkv))
+  (expected, expected_grad), (actual, actual_grad) = results
+  assert actual.dtype == actual_grad.dtype == tf.bfloat16
+  np.testing.assert_allclose(tf.cast(actual, tf.float32), tf.cast(expected, tf.float32),
+                             rtol=2e-2, atol=3e-2)
+  np.testing.assert_allclose(tf.cast(actual_grad, tf.float32),
+                             tf.cast(expected_grad, tf.float32), rtol=3e-2, atol=3e-2)
+  # The padding keys get no attention, so their values get no gradient.
+  assert not np.any(tf.cast(actual_grad, tf.float32).numpy()[1, 4:, 16:])
+  graph = step.get_concrete_function(qkv).graph
+  assert any(f.cached_definition.attr["_XlaMustCompile"].b for f in graph._functions.values())
+
+
 def test_onednn_layer_norm_is_compiled_in_training_for_bfloat16_only():
   gamma, beta = tf.ones(8), tf.zeros(8)
   for dtype, training, compiled in [(tf.bfloat16, True, True), (tf.float32, True, False),

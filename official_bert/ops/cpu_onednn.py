@@ -12,8 +12,8 @@ activation kept apart for its gradient, dropout, layer norm), runs as small XLA 
 CPU backend has no bfloat16 products worth using but fuses element-wise work into one pass, where
 TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In inference, layer
 norm and attention have forms that oneDNN runs as few fused kernels in the dtype of their inputs
-(`layer_norm`, `attention`; in training, attention is the stock form and a bfloat16 layer norm is
-`compiled_layer_norm`). The other kernels are the stock ones, measured no slower in the graph
+(`layer_norm`, `attention`); in bfloat16 training, layer norm and the attention softmax are
+compiled apart instead. The other kernels are the stock ones, measured no slower in the graph
 (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these forms
 against the stock ones, forward and backward.
 """
@@ -80,12 +80,13 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
 
 # === Element-wise training work, compiled apart ===
 
-def _compiled_in_float32(function):
+def _compiled_in_float32(function, constants=0):
   """`function` of tensors as one XLA program forward and one backward, in float32 inside.
 
   The inputs are cast to float32 inside each program, the result to the dtype of the first
-  input, and each gradient to the dtype of its input. The backward program recomputes
-  `function` from the inputs instead of keeping the forward pass's intermediate values.
+  input, and each gradient to the dtype of its input; the last `constants` inputs get no
+  gradient. The backward program recomputes `function` from the inputs instead of keeping the
+  forward pass's intermediate values.
   """
 
   def in_float32(tensors):
@@ -99,10 +100,11 @@ def _compiled_in_float32(function):
   def backward(upstream, *inputs):
     with tf.GradientTape() as tape:
       inputs32 = in_float32(inputs)
-      tape.watch(inputs32)
+      variables = inputs32[:len(inputs32) - constants]
+      tape.watch(variables)
       outputs = function(*inputs32)
-    gradients = tape.gradient(outputs, inputs32, tf.cast(upstream, tf.float32))
-    return [tf.cast(g, t.dtype) for g, t in zip(gradients, inputs)]
+    gradients = tape.gradient(outputs, variables, tf.cast(upstream, tf.float32))
+    return [tf.cast(g, t.dtype) for g, t in zip(gradients, inputs)] + [None] * constants
 
   @tf.custom_gradient
   def compiled(*inputs):
@@ -178,6 +180,39 @@ def compiled_layer_norm(epsilon):
   return _COMPILED_LAYER_NORMS[epsilon]
 
 
+_COMPILED_SOFTMAXES = {}
+
+
+def compiled_masked_softmax(scale):
+  """`softmax(scores * scale + padding)` of bfloat16 attention scores as one XLA pass forward
+  and one backward, in float32 inside.
+
+  The stock form scales the queries, casts the scores to float32, adds the padding mask, takes
+  the softmax and casts the probabilities back, each a TensorFlow graph pass forward and again
+  backward (in a bfloat16 BERT-Base pre-training step, 7% of the op time). The backward pass
+  recomputes the softmax from the scores.
+
+  Args:
+    scale: the scores' factor, `1 / sqrt(head_size)`.
+
+  Returns:
+    A function of `scores` `[batch, heads, queries, keys]` and float32 `padding` broadcastable
+    to them (0, or `stock.MASKED_SCORE` at padding keys; no gradient), with a custom gradient,
+    giving probabilities of the dtype of `scores`.
+
+  Example:
+
+  >>> probs = compiled_masked_softmax(0.5)(tf.zeros((1, 1, 1, 3), tf.bfloat16),
+  ...                                      tf.constant([0.0, 0.0, stock.MASKED_SCORE]))
+  >>> probs.dtype.name, probs.numpy().tolist()
+  ('bfloat16', [[[[0.5, 0.5, 0.0]]]])
+  """
+  if scale not in _COMPILED_SOFTMAXES:
+    _COMPILED_SOFTMAXES[scale] = _compiled_in_float32(
+        lambda scores, padding: tf.nn.softmax(scores * scale + padding, axis=-1), constants=1)
+  return _COMPILED_SOFTMAXES[scale]
+
+
 def dropout(inputs, rate, seed):
   """`cpu_xla.dropout` (a mask hashed from each element's position, one XLA pass), with a
   gradient that hashes the same mask again instead of keeping it.
@@ -250,15 +285,17 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
   keys and values. Here one transpose puts the heads of all three before the positions, the
   scores are a `BatchMatMulV2` against the untransposed keys whose scale and padding mask the
   graph optimizer fuses into it (`_FusedBatchMatMulV2` with `Mul` and `Add`), and oneDNN's
-  softmax keeps its sums in float32 also for bfloat16 inputs. Training and float16 inputs take
-  the stock form.
+  softmax keeps its sums in float32 also for bfloat16 inputs. A bfloat16 training step takes
+  the same products around `compiled_masked_softmax`, one XLA pass each way for the scale, the
+  mask and the softmax. Float32 training and float16 inputs take the stock form.
 
   Example:
 
   >>> tuple(attention(tf.ones((2, 5, 12)), tf.ones((2, 5)), 2, lambda p, training: p).shape)
   (2, 5, 4)
   """
-  if training or query_key_value.dtype not in _ONEDNN_DTYPES:
+  bfloat16_training = training and query_key_value.dtype == tf.bfloat16
+  if (training and not bfloat16_training) or query_key_value.dtype not in _ONEDNN_DTYPES:
     return stock.attention(query_key_value, mask, num_heads, dropout, training=training)
   dtype = query_key_value.dtype
   batch, seq = tf.shape(query_key_value)[0], tf.shape(query_key_value)[1]
@@ -267,9 +304,15 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
   heads = tf.transpose(tf.reshape(query_key_value, (batch, seq, 3, num_heads, head_size)),
                        [2, 0, 3, 1, 4])
   query, key, value = tf.unstack(heads, 3, axis=0)  # each [batch, heads, seq, head_size]
-  padding = tf.cast((1.0 - tf.cast(mask, tf.float32)) * stock.MASKED_SCORE, dtype)
-  scores = (tf.matmul(query, key, transpose_b=True) * tf.constant(1 / math.sqrt(head_size), dtype)
-            + padding[:, None, None, :])
-  probs = dropout(tf.nn.softmax(scores, axis=-1), training=training)
+  padding = (1.0 - tf.cast(mask, tf.float32)) * stock.MASKED_SCORE
+  scale = 1 / math.sqrt(head_size)
+  if bfloat16_training:
+    probs = compiled_masked_softmax(scale)(tf.matmul(query, key, transpose_b=True),
+                                           padding[:, None, None, :])
+  else:
+    scores = (tf.matmul(query, key, transpose_b=True) * tf.constant(scale, dtype)
+              + tf.cast(padding, dtype)[:, None, None, :])
+    probs = tf.nn.softmax(scores, axis=-1)
+  probs = dropout(probs, training=training)
   context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
   return tf.reshape(context, (batch, seq, hidden))
