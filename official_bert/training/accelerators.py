@@ -18,6 +18,9 @@ The one place that decides, from measurements on each kind of device
   optimizer's float32 element-wise work over every weight, fused into one pass per variable). In
   TensorFlow's graph the same update runs as a dozen separate passes over each variable: a
   quarter of a BERT-Base bfloat16 pre-training step's op time, measured with `tf.profiler`.
+  Under a mixed policy the compiled update also writes the low-precision copies of the weights
+  that the next step reads instead of casting them (`official_bert.ops.weight_copies`; the
+  `Trainer` keeps them on one device, without gradient accumulation).
 
 An explicit `enable_xla` or `kernels` wins; `kernels=auto` then follows XLA (`cpu_xla` with XLA,
 `cpu_onednn` without it, on CPUs). A CPU without bfloat16 units runs bfloat16 products in

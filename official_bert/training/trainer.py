@@ -464,8 +464,10 @@ class Trainer:
       if unused:
         logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
       if self._with_copies:
-        self._copies = weight_copies.WeightCopies(self._variables,
-                                                  self.model.dtype_policy.compute_dtype)
+        dtype = self.model.dtype_policy.compute_dtype
+        self._copies = weight_copies.WeightCopies(self._variables, dtype)
+        logging.info("The steps read %s copies of the %d float32 weights, which the compiled "
+                     "update writes.", dtype, len(self._copies.copies))
 
   def _zeros(self, with_gradient_norm=False):
     zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self._spec)
