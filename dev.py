@@ -54,7 +54,9 @@ def main(argv):
     lint = subprocess.run([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
     if lint.returncode:
       sys.exit(lint.returncode)
-    args = [str(PYTHON), "-m", "pytest", "-q", *rest]
+    # One pytest worker per core (pytest-xdist), each test file on one worker so that its
+    # module fixtures are built once; `-n 0` after the command runs in one process.
+    args = [str(PYTHON), "-m", "pytest", "-q", "-n", "auto", "--dist", "loadfile", *rest]
   else:
     args = [str(PYTHON), str(ROOT / "demo.py"), *rest]
   sys.exit(subprocess.run(args, cwd=ROOT, env=env).returncode)
