@@ -231,6 +231,121 @@ def test_onednn_bfloat16_training_attention_matches_stock_forward_and_backward()
   assert any(f.cached_definition.attr["_XlaMustCompile"].b for f in graph._functions.values())
 
 
+def test_compiled_programs_cast_bfloat16_by_the_bits_as_tf_cast_does():
+  # Ties to even both ways (0x3F80_8000 keeps 0x3F80, 0x3F81_8000 goes up), the largest
+  # float rounding to infinity, infinities, zeros, a subnormal, and NaNs whose plain rounding
+  # would give -0.0 (0x7FFF_FFFF) or infinity (0x7F80_0001).
+  edge_bits = [0x3F808000, 0x3F818000, 0x3F808001, 0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x0,
+               0x80000000, 0x00012345, 0x7FFFFFFF, 0x7F800001, 0xFFC00000]
+  random_bits = np.random.default_rng(8).integers(0, 2**32, 4096, dtype=np.uint64)
+  values = tf.bitcast(tf.constant(np.concatenate([edge_bits, random_bits]), tf.uint32),
+                      tf.float32)
+  cast_to_bfloat16 = tf.function(lambda t: cpu_onednn._cast(t, tf.bfloat16), jit_compile=True)
+  actual, expected = cast_to_bfloat16(values), tf.cast(values, tf.bfloat16)
+  nan = np.isnan(values.numpy())
+  assert nan[9:12].all()
+  np.testing.assert_array_equal(np.isnan(tf.cast(actual, tf.float32).numpy()), nan)
+  np.testing.assert_array_equal(tf.bitcast(actual, tf.uint16).numpy()[~nan],
+                                tf.bitcast(expected, tf.uint16).numpy()[~nan])
+  widened = tf.function(lambda t: cpu_onednn._cast(t, tf.float32), jit_compile=True)(expected)
+  np.testing.assert_array_equal(tf.bitcast(widened, tf.uint32).numpy()[~nan],
+                                tf.bitcast(tf.cast(expected, tf.float32), tf.uint32).numpy()[~nan])
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3])
+def test_compiled_dropout_add_layer_norm_matches_the_backend_composition(rate):
+  rng = np.random.default_rng(9)
+  inputs, residual, upstream = (
+      tf.cast(tf.constant(rng.normal(size=(2, 16, 64)) * 2, tf.float32), tf.bfloat16)
+      for _ in range(3))
+  gamma = tf.Variable(rng.normal(size=64).astype("float32"))
+  beta = tf.Variable(rng.normal(size=64).astype("float32"))
+  seed = tf.constant([5, 6])
+  results = []
+  # The reference: cpu_xla's hashed dropout (the same mask), the sum and the layer norm, each
+  # in float32.
+  for fn, dtype in ((cpu_xla.dropout_add_layer_norm, tf.float32),
+                    (cpu_onednn.dropout_add_layer_norm, tf.bfloat16)):
+    @tf.function
+    def step(x, r, fn=fn, dtype=dtype):
+      x, r = tf.cast(x, dtype), tf.cast(r, dtype)
+      with tf.GradientTape() as tape:
+        tape.watch([x, r])
+        outputs = fn(x, r, gamma, beta, 1e-12, rate, seed)
+      return [outputs] + tape.gradient(outputs, [x, r, gamma, beta],
+                                       tf.cast(upstream, outputs.dtype))
+    results.append([tf.cast(t, tf.float32).numpy() for t in step(inputs, residual)])
+  (expected, *expected_grads), (actual, *actual_grads) = results
+  np.testing.assert_allclose(actual, expected, rtol=8e-3, atol=3e-2)
+  dropped = tf.cast(cpu_xla.dropout(tf.ones((2, 16, 64)), rate, seed), tf.float32).numpy() == 0
+  assert (0.2 < dropped.mean() < 0.4) if rate else not dropped.any()
+  # No gradient reaches the dropped inputs; the residual gets the whole gradient.
+  assert not actual_grads[0][dropped].any()
+  for actual_grad, expected_grad in zip(actual_grads, expected_grads):
+    np.testing.assert_allclose(actual_grad, expected_grad, rtol=1.6e-2,
+                               atol=1.5e-2 * np.abs(expected_grad).max())
+
+
+def test_compiled_softmax_drops_the_probabilities_with_the_hashed_mask():
+  rng = np.random.default_rng(10)
+  scores = tf.cast(rng.normal(size=(2, 2, 6, 6)) * 3, tf.bfloat16)
+  upstream = tf.cast(rng.normal(size=(2, 2, 6, 6)), tf.bfloat16)
+  padding = tf.constant([[0.0] * 6, [0.0] * 4 + [stock.MASKED_SCORE] * 2])[:, None, None, :]
+  seed = tf.constant([7, 8])
+  results = []
+  for fn in (lambda s: cpu_xla.dropout(tf.nn.softmax(tf.cast(s, tf.float32) * 0.5 + padding),
+                                       0.5, seed),
+             lambda s: cpu_onednn.compiled_masked_softmax(0.5, 0.5)(s, padding, seed)):
+    with tf.GradientTape() as tape:
+      tape.watch(scores)
+      probs = fn(scores)
+    results.append([tf.cast(t, tf.float32).numpy()
+                    for t in (probs, tape.gradient(probs, scores, tf.cast(upstream, probs.dtype)))])
+  (expected, expected_grad), (actual, actual_grad) = results
+  assert 0.3 < (expected == 0).mean() < 0.8
+  np.testing.assert_array_equal(actual == 0, expected == 0)
+  np.testing.assert_allclose(actual, expected, rtol=8e-3, atol=1e-6)
+  np.testing.assert_allclose(actual_grad, expected_grad, rtol=2e-2, atol=2e-2)
+
+
+def test_bfloat16_training_block_with_dropout_matches_the_cpu_xla_composition():
+  # The same weights and dropout seeds on cpu_onednn (fused programs) and on cpu_xla (each
+  # kernel apart, the same hashed masks) give the same training outputs and gradients.
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  blocks = []
+  for backend in ("cpu_xla", "cpu_onednn"):
+    with ops.use_kernels(backend):
+      # Weights large enough for the sublayers' outputs to count beside the residuals.
+      blocks.append(TransformerBlock(16, 2, 32, dropout_rate=0.2, attention_dropout_rate=0.2,
+                                     initializer_range=0.5, name="block"))
+  rng = np.random.default_rng(11)
+  inputs = tf.constant(rng.normal(size=(2, 6, 16)), tf.float32)
+  mask = tf.constant([[1] * 6, [1] * 4 + [0] * 2], tf.float32)
+  # A loss whose gradient is not zero (a sum of squares of a layer norm's outputs is constant).
+  weights = tf.constant(rng.normal(size=(2, 6, 16)), tf.float32)
+  results = []
+  for block in blocks:
+    block.build(inputs.shape)
+    if results:
+      block.set_weights(blocks[0].get_weights())
+    for layer in (block.attention.probs_dropout, block.attention_dropout, block.output_dropout):
+      layer.seed_generator.state.assign([3, 4])
+    @tf.function
+    def step(x, block=block):
+      with tf.GradientTape() as tape:
+        outputs = block(x, mask, training=True)
+        loss = tf.reduce_sum(tf.cast(outputs, tf.float32) * weights)
+      return outputs, tape.gradient(loss, block.trainable_variables)
+    outputs, grads = step(inputs)
+    results.append([tf.cast(outputs, tf.float32).numpy()] + [g.numpy() for g in grads])
+  (expected, *expected_grads), (actual, *actual_grads) = results
+  no_dropout = tf.cast(blocks[0](inputs, mask, training=False), tf.float32).numpy()
+  assert np.abs(expected - no_dropout).max() > 0.5  # the masks were applied
+  assert _relative_error(actual, expected) < 2e-2
+  for actual_grad, expected_grad in zip(actual_grads, expected_grads):
+    assert _relative_error(actual_grad, expected_grad) < 5e-2
+
+
 def test_onednn_layer_norm_is_compiled_in_training_for_bfloat16_only():
   gamma, beta = tf.ones(8), tf.zeros(8)
   for dtype, training, compiled in [(tf.bfloat16, True, True), (tf.float32, True, False),

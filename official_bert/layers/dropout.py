@@ -40,7 +40,12 @@ class Dropout(keras.layers.Dropout):
   def call(self, inputs, training=False):
     if not training or self.rate == 0 or self.noise_shape is not None:
       return super().call(inputs, training=training)
-    return self._kernels.dropout(inputs, self.rate, _replica_seed(self.seed_generator.next()))
+    return self._kernels.dropout(inputs, self.rate, self.next_seed())
+
+  def next_seed(self):
+    """The int32 `[2]` seed of this layer's next mask on this replica (advancing the layer's
+    generator), for kernels that apply the dropout inside a larger fused pass."""
+    return _replica_seed(self.seed_generator.next())
 
 
 def _replica_seed(state):

@@ -83,18 +83,19 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
 def _compiled_in_float32(function, constants=0):
   """`function` of tensors as one XLA program forward and one backward, in float32 inside.
 
-  The inputs are cast to float32 inside each program, the result to the dtype of the first
-  input, and each gradient to the dtype of its input; the last `constants` inputs get no
-  gradient. The backward program recomputes `function` from the inputs instead of keeping the
-  forward pass's intermediate values.
+  The float inputs are cast to float32 inside each program, the result to the dtype of the
+  first input, and each gradient to the dtype of its input (`_cast`); the last `constants`
+  inputs (which may be integers, such as a dropout seed) get no gradient. The backward program
+  recomputes `function` from the inputs instead of keeping the forward pass's intermediate
+  values.
   """
 
   def in_float32(tensors):
-    return [tf.cast(t, tf.float32) for t in tensors]
+    return [_cast(t, tf.float32) if t.dtype.is_floating else t for t in tensors]
 
   @tf.function(jit_compile=True)
   def forward(*inputs):
-    return tf.cast(function(*in_float32(inputs)), inputs[0].dtype)
+    return _cast(function(*in_float32(inputs)), inputs[0].dtype)
 
   @tf.function(jit_compile=True)
   def backward(upstream, *inputs):
@@ -103,14 +104,39 @@ def _compiled_in_float32(function, constants=0):
       variables = inputs32[:len(inputs32) - constants]
       tape.watch(variables)
       outputs = function(*inputs32)
-    gradients = tape.gradient(outputs, variables, tf.cast(upstream, tf.float32))
-    return [tf.cast(g, t.dtype) for g, t in zip(gradients, inputs)] + [None] * constants
+    gradients = tape.gradient(outputs, variables, _cast(upstream, tf.float32))
+    return [_cast(g, t.dtype) for g, t in zip(gradients, inputs)] + [None] * constants
 
   @tf.custom_gradient
   def compiled(*inputs):
     return forward(*inputs), lambda upstream: backward(upstream, *inputs)
 
   return compiled
+
+
+def _cast(tensor, dtype):
+  """`tf.cast` inside an XLA program, between bfloat16 and float32 by the bits.
+
+  XLA's CPU backend runs each bfloat16 cast as a pass of its own (a `wrapped_convert`) instead
+  of fusing it into its neighbours; as integer operations on the bits it fuses (the feed-forward
+  GELU of a BERT-Base step: 1.4 ms instead of 1.8). A bfloat16 is the upper half of a float32;
+  the other way rounds to nearest, ties to even, as `tf.cast` does, and keeps NaNs NaN.
+  """
+  if tensor.dtype == dtype or {tensor.dtype, tf.as_dtype(dtype)} != {tf.bfloat16, tf.float32}:
+    return tf.cast(tensor, dtype)
+  if dtype == tf.float32:
+    bits = tf.cast(tf.bitcast(tensor, tf.uint16), tf.uint32)
+    return tf.bitcast(tf.bitwise.left_shift(bits, 16), tf.float32)
+  bits = tf.bitcast(tensor, tf.uint32)
+  lowest_kept = tf.bitwise.bitwise_and(tf.bitwise.right_shift(bits, 16), 1)
+  # Adding 0x7FFF plus the lowest kept bit carries into the kept half exactly when the dropped
+  # half is above one half, or is one half and the kept half odd.
+  rounded = tf.bitwise.right_shift(bits + 0x7FFF + lowest_kept, 16)
+  # A NaN would round into the sign bit or to infinity: kept a (quiet) NaN instead. Selected
+  # as integers, which XLA fuses where a float `is_nan` and select it did not (2.1 ms).
+  nan = tf.bitwise.bitwise_and(bits, 0x7FFFFFFF) > 0x7F800000
+  rounded = tf.where(nan, tf.bitwise.bitwise_or(tf.bitwise.right_shift(bits, 16), 0x40), rounded)
+  return tf.bitcast(tf.cast(rounded, tf.uint16), tf.bfloat16)
 
 
 _COMPILED_ACTIVATIONS = {}
@@ -183,34 +209,100 @@ def compiled_layer_norm(epsilon):
 _COMPILED_SOFTMAXES = {}
 
 
-def compiled_masked_softmax(scale):
-  """`softmax(scores * scale + padding)` of bfloat16 attention scores as one XLA pass forward
-  and one backward, in float32 inside.
+def compiled_masked_softmax(scale, rate=0.0):
+  """`dropout(softmax(scores * scale + padding))` of bfloat16 attention scores as one XLA pass
+  forward and one backward, in float32 inside.
 
   The stock form scales the queries, casts the scores to float32, adds the padding mask, takes
-  the softmax and casts the probabilities back, each a TensorFlow graph pass forward and again
-  backward (in a bfloat16 BERT-Base pre-training step, 7% of the op time). The backward pass
-  recomputes the softmax from the scores.
+  the softmax, casts the probabilities back and drops some, each a TensorFlow graph pass or an
+  XLA program forward and again backward (in a bfloat16 BERT-Base pre-training step, the
+  softmax's passes were 7% of the op time). The backward pass recomputes the softmax from the
+  scores and hashes the same dropout mask (`cpu_xla.dropout`) again.
 
   Args:
     scale: the scores' factor, `1 / sqrt(head_size)`.
+    rate: the probabilities' dropout rate, a Python float in `[0, 1)`.
 
   Returns:
-    A function of `scores` `[batch, heads, queries, keys]` and float32 `padding` broadcastable
-    to them (0, or `stock.MASKED_SCORE` at padding keys; no gradient), with a custom gradient,
-    giving probabilities of the dtype of `scores`.
+    A function of `scores` `[batch, heads, queries, keys]`, float32 `padding` broadcastable
+    to them (0, or `stock.MASKED_SCORE` at padding keys) and an int32 `[2]` dropout `seed`
+    (neither with a gradient), with a custom gradient, giving probabilities of the dtype of
+    `scores`.
 
   Example:
 
   >>> probs = compiled_masked_softmax(0.5)(tf.zeros((1, 1, 1, 3), tf.bfloat16),
-  ...                                      tf.constant([0.0, 0.0, stock.MASKED_SCORE]))
+  ...                                      tf.constant([0.0, 0.0, stock.MASKED_SCORE]),
+  ...                                      tf.constant([0, 0]))
   >>> probs.dtype.name, probs.numpy().tolist()
   ('bfloat16', [[[[0.5, 0.5, 0.0]]]])
   """
-  if scale not in _COMPILED_SOFTMAXES:
-    _COMPILED_SOFTMAXES[scale] = _compiled_in_float32(
-        lambda scores, padding: tf.nn.softmax(scores * scale + padding, axis=-1), constants=1)
-  return _COMPILED_SOFTMAXES[scale]
+
+  def masked_softmax(scores, padding, seed):
+    probs = tf.nn.softmax(scores * scale + padding, axis=-1)
+    return cpu_xla.dropout(probs, rate, seed) if rate else probs
+
+  if (scale, rate) not in _COMPILED_SOFTMAXES:
+    _COMPILED_SOFTMAXES[scale, rate] = _compiled_in_float32(masked_softmax, constants=2)
+  return _COMPILED_SOFTMAXES[scale, rate]
+
+
+_COMPILED_RESIDUAL_NORMS = {}
+
+
+def compiled_dropout_add_layer_norm(epsilon, rate):
+  """`stock.dropout_add_layer_norm` of bfloat16 tensors as one XLA pass forward and one backward.
+
+  Dropout, residual sum and layer norm, two XLA programs and a graph sum each way when taken
+  apart, are one program each way here, float32 inside, with the result rounded to bfloat16
+  once. Each program a bfloat16 training step calls costs more than its pass over memory (it
+  runs on one core, and waits for the products running beside it): in a BERT-Base
+  pre-training step the dropouts' programs alone were 7% of the step. The backward pass hashes
+  the same dropout mask again and recomputes the statistics from the inputs.
+
+  Args:
+    epsilon: added to the variance.
+    rate: the dropout rate, a Python float in `[0, 1)`.
+
+  Returns:
+    A function of `(inputs, residual, gamma, beta, seed)` (bfloat16 inputs and residual, float32
+    weights, an int32 `[2]` seed without gradient), with a custom gradient, giving a tensor of
+    the dtype of the inputs.
+
+  Example:
+
+  >>> y = compiled_dropout_add_layer_norm(1e-12, 0.0)(
+  ...     tf.constant([[1.0, 0.0]], tf.bfloat16), tf.constant([[0.0, 2.0]], tf.bfloat16),
+  ...     tf.ones(2), tf.zeros(2), tf.constant([0, 0]))
+  >>> y.dtype.name, y.numpy().tolist()
+  ('bfloat16', [[-1.0, 1.0]])
+  """
+  if (epsilon, rate) not in _COMPILED_RESIDUAL_NORMS:
+    _COMPILED_RESIDUAL_NORMS[epsilon, rate] = _compiled_in_float32(
+        lambda x, residual, gamma, beta, seed: cpu_xla.dropout_add_layer_norm(
+            x, residual, gamma, beta, epsilon, rate, seed), constants=1)
+  return _COMPILED_RESIDUAL_NORMS[epsilon, rate]
+
+
+def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
+  """`stock.dropout_add_layer_norm`: in bfloat16, `compiled_dropout_add_layer_norm`; otherwise
+  this backend's dropout and layer norm.
+
+  Example:
+
+  >>> y = dropout_add_layer_norm(tf.constant([[1.0, 0.0]], tf.bfloat16),
+  ...                            tf.constant([[0.0, 2.0]], tf.bfloat16), tf.ones(2), tf.zeros(2),
+  ...                            1e-12, 0.1, tf.constant([1, 2]))
+  >>> y.dtype.name, y.shape.as_list()
+  ('bfloat16', [1, 2])
+  """
+  if inputs.dtype == tf.bfloat16:
+    return compiled_dropout_add_layer_norm(epsilon, rate)(
+        inputs, residual, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta),
+        tf.zeros([2], tf.int32) if seed is None else seed)
+  if rate:
+    inputs = dropout(inputs, rate, seed)
+  return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
 
 
 def dropout(inputs, rate, seed):
@@ -287,7 +379,8 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
   graph optimizer fuses into it (`_FusedBatchMatMulV2` with `Mul` and `Add`), and oneDNN's
   softmax keeps its sums in float32 also for bfloat16 inputs. A bfloat16 training step takes
   the same products around `compiled_masked_softmax`, one XLA pass each way for the scale, the
-  mask and the softmax. Float32 training and float16 inputs take the stock form.
+  mask, the softmax and, when `dropout` is a `layers.Dropout`, its mask. Float32 training and
+  float16 inputs take the stock form.
 
   Example:
 
@@ -307,12 +400,21 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
   padding = (1.0 - tf.cast(mask, tf.float32)) * stock.MASKED_SCORE
   scale = 1 / math.sqrt(head_size)
   if bfloat16_training:
-    probs = compiled_masked_softmax(scale)(tf.matmul(query, key, transpose_b=True),
-                                           padding[:, None, None, :])
+    fused = _is_dropout_layer(dropout)
+    rate = dropout.rate if fused else 0.0
+    seed = dropout.next_seed() if rate else tf.zeros([2], tf.int32)
+    probs = compiled_masked_softmax(scale, rate)(tf.matmul(query, key, transpose_b=True),
+                                                 padding[:, None, None, :], seed)
+    if not fused:
+      probs = dropout(probs, training=training)
   else:
     scores = (tf.matmul(query, key, transpose_b=True) * tf.constant(scale, dtype)
               + tf.cast(padding, dtype)[:, None, None, :])
-    probs = tf.nn.softmax(scores, axis=-1)
-  probs = dropout(probs, training=training)
+    probs = dropout(tf.nn.softmax(scores, axis=-1), training=training)
   context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])
   return tf.reshape(context, (batch, seq, hidden))
+
+
+def _is_dropout_layer(dropout):
+  """Whether `dropout` is a `layers.Dropout` (rate and seeds exposed) without a noise shape."""
+  return hasattr(dropout, "next_seed") and getattr(dropout, "noise_shape", None) is None

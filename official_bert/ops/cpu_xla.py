@@ -99,6 +99,13 @@ def dropout(inputs, rate, seed):
   return _hashed_dropout(inputs, seed, tf.constant(rate, tf.float32))
 
 
+def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
+  """`stock.dropout_add_layer_norm` with this backend's dropout (XLA fuses the whole)."""
+  if rate:
+    inputs = dropout(inputs, rate, seed)
+  return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
+
+
 # === Cross-entropy ===
 
 def sparse_softmax_cross_entropy(labels, logits):

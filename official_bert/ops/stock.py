@@ -126,6 +126,31 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
 MASKED_SCORE = -1e9
 
 
+def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
+  """`layer_norm(residual + dropout(inputs))`, the end of a transformer sublayer in training.
+
+  Args:
+    inputs: float `[..., width]`, the sublayer's output.
+    residual: `[..., width]` of the dtype of `inputs`, the sublayer's input.
+    gamma, beta, epsilon: as for `layer_norm`.
+    rate: a Python float in `[0, 1)`; 0 leaves the dropout out.
+    seed: an int32 tensor of shape `[2]` for `dropout` (unused at rate 0).
+
+  Returns:
+    float32 `[..., width]` (a backend may return the dtype of `inputs`).
+
+  Example:
+
+  >>> outputs = dropout_add_layer_norm(tf.constant([[1.0, 0.0]]), tf.constant([[0.0, 2.0]]),
+  ...                                  tf.ones(2), tf.zeros(2), 1e-12, 0.0, None)
+  >>> [round(v, 3) for v in outputs[0].numpy().tolist()]
+  [-1.0, 1.0]
+  """
+  if rate:
+    inputs = dropout(inputs, rate, seed)
+  return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
+
+
 def attention(query_key_value, mask, num_heads, dropout, training=False):
   """Multi-head attention of every position over the non-padding ones.
 
