@@ -260,19 +260,20 @@ def test_compiled_dropout_add_layer_norm_matches_the_backend_composition(rate):
       for _ in range(3))
   gamma = tf.Variable(rng.normal(size=64).astype("float32"))
   beta = tf.Variable(rng.normal(size=64).astype("float32"))
+  bias = tf.cast(tf.constant(rng.normal(size=64), tf.float32), tf.bfloat16)
   seed = tf.constant([5, 6])
   results = []
-  # The reference: cpu_xla's hashed dropout (the same mask), the sum and the layer norm, each
-  # in float32.
+  # The reference: the bias, cpu_xla's hashed dropout (the same mask), the sum and the layer
+  # norm, each in float32.
   for fn, dtype in ((cpu_xla.dropout_add_layer_norm, tf.float32),
                     (cpu_onednn.dropout_add_layer_norm, tf.bfloat16)):
     @tf.function
     def step(x, r, fn=fn, dtype=dtype):
-      x, r = tf.cast(x, dtype), tf.cast(r, dtype)
+      x, r, b = tf.cast(x, dtype), tf.cast(r, dtype), tf.cast(bias, dtype)
       with tf.GradientTape() as tape:
-        tape.watch([x, r])
-        outputs = fn(x, r, gamma, beta, 1e-12, rate, seed)
-      return [outputs] + tape.gradient(outputs, [x, r, gamma, beta],
+        tape.watch([x, r, b])
+        outputs = fn(x, r, gamma, beta, 1e-12, rate, seed, bias=b)
+      return [outputs] + tape.gradient(outputs, [x, r, gamma, beta, b],
                                        tf.cast(upstream, outputs.dtype))
     results.append([tf.cast(t, tf.float32).numpy() for t in step(inputs, residual)])
   (expected, *expected_grads), (actual, *actual_grads) = results

@@ -37,17 +37,18 @@ class LayerNorm(keras.layers.LayerNormalization):
     # the weights are float32 whatever the policy.
     self.autocast = False
 
-  def call(self, inputs, training=None, residual=None, dropout_rate=0.0, seed=None):
-    """The norm of `inputs`, or of `residual + dropout(inputs)` given a `residual`.
+  def call(self, inputs, training=None, residual=None, dropout_rate=0.0, seed=None, bias=None):
+    """The norm of `inputs`, or of `residual + dropout(inputs + bias)` given a `residual`.
 
-    The dropout (at `dropout_rate`, with the int32 `[2]` `seed`, in training only), the sum
-    and the norm are then one kernel, `dropout_add_layer_norm`: one fused pass forward and one
-    backward in a `cpu_onednn` bfloat16 training step.
+    The bias (if given), the dropout (at `dropout_rate`, with the int32 `[2]` `seed`, in
+    training only), the sum and the norm are then one kernel, `dropout_add_layer_norm`: one
+    fused pass forward and one backward in a `cpu_onednn` bfloat16 training step.
     """
     if residual is None:
       return self._kernels.layer_norm(inputs, self.gamma, self.beta, self.epsilon,
                                       training=bool(training))
     if not training:
+      inputs = inputs if bias is None else inputs + bias
       return self._kernels.layer_norm(residual + inputs, self.gamma, self.beta, self.epsilon)
     return self._kernels.dropout_add_layer_norm(inputs, residual, self.gamma, self.beta,
-                                                self.epsilon, dropout_rate, seed)
+                                                self.epsilon, dropout_rate, seed, bias=bias)

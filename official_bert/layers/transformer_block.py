@@ -10,6 +10,7 @@ from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 from official_bert.layers.layer_norm import LayerNorm
 from official_bert.layers.transposed_dense import TransposedDense
+from official_bert.ops import weight_copies
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -81,8 +82,11 @@ class TransformerBlock(keras.layers.Layer):
     if training:
       hidden = self._dropout_add_normalize(self.attention(inputs, mask, training=True), inputs,
                                            self.attention_dropout, self.attention_layer_norm)
-      return self._dropout_add_normalize(self.output_dense(self.intermediate(hidden)), hidden,
-                                         self.output_dropout, self.output_layer_norm)
+      # The feed-forward output's bias is added in the fused pass that ends the sublayer.
+      return self._dropout_add_normalize(
+          self.output_dense(self.intermediate(hidden), with_bias=False), hidden,
+          self.output_dropout, self.output_layer_norm,
+          bias=weight_copies.read(self.output_dense.bias, self.compute_dtype))
     # Without dropout, each residual connection is added by the projection before it, which
     # the `cpu_onednn` kernels fuse into the product.
     attended = self.attention(inputs, mask, training=False, residual=inputs)
@@ -90,12 +94,13 @@ class TransformerBlock(keras.layers.Layer):
     transformed = self.output_dense(self.intermediate(hidden), residual=hidden)
     return ops.cast(self.output_layer_norm(transformed), self.compute_dtype)
 
-  def _dropout_add_normalize(self, outputs, residual, dropout, layer_norm):
-    """`layer_norm(residual + dropout(outputs))` in training, by the layer norm as one kernel
-    (one fused pass on the `cpu_onednn` kernels in bfloat16)."""
+  def _dropout_add_normalize(self, outputs, residual, dropout, layer_norm, bias=None):
+    """`layer_norm(residual + dropout(outputs + bias))` in training, by the layer norm as one
+    kernel (one fused pass on the `cpu_onednn` kernels in bfloat16)."""
     seed = dropout.next_seed() if dropout.rate else None
     return ops.cast(layer_norm(outputs, training=True, residual=residual,
-                               dropout_rate=dropout.rate, seed=seed), self.compute_dtype)
+                               dropout_rate=dropout.rate, seed=seed, bias=bias),
+                    self.compute_dtype)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape

@@ -42,8 +42,12 @@ class TransposedDense(keras.layers.Layer):
                                   initializer=self.kernel_initializer, name="kernel")
     self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
 
-  def call(self, inputs, residual=None):
-    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given."""
+  def call(self, inputs, residual=None, with_bias=True):
+    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given; without
+    `with_bias`, the product alone, for a caller that adds the bias in a fused pass of its own."""
+    if not with_bias:
+      return self._kernels.matmul_transposed(
+          inputs, weight_copies.read(self.kernel, self.compute_dtype))
     return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype),
                                weight_copies.read(self.bias, self.compute_dtype),
                                transpose_kernel=True, residual=residual)

@@ -253,38 +253,40 @@ _COMPILED_RESIDUAL_NORMS = {}
 def compiled_dropout_add_layer_norm(epsilon, rate):
   """`stock.dropout_add_layer_norm` of bfloat16 tensors as one XLA pass forward and one backward.
 
-  Dropout, residual sum and layer norm, two XLA programs and a graph sum each way when taken
-  apart, are one program each way here, float32 inside, with the result rounded to bfloat16
-  once. Each program a bfloat16 training step calls costs more than its pass over memory (it
-  runs on one core, and waits for the products running beside it): in a BERT-Base
-  pre-training step the dropouts' programs alone were 7% of the step. The backward pass hashes
-  the same dropout mask again and recomputes the statistics from the inputs.
+  Bias, dropout, residual sum and layer norm, two XLA programs, a graph sum and the product's
+  fused bias each way when taken apart, are one program each way here, float32 inside, with the
+  result rounded to bfloat16 once; the bias gradient is summed in float32 in the backward pass
+  (TensorFlow's bfloat16 `BiasAddGrad` sums in bfloat16). Each program a bfloat16 training step
+  calls costs more than its pass over memory (it runs on one core, and waits for the products
+  running beside it): in a BERT-Base pre-training step the dropouts' programs alone were 7% of
+  the step. The backward pass hashes the same dropout mask again and recomputes the
+  statistics from the inputs.
 
   Args:
     epsilon: added to the variance.
     rate: the dropout rate, a Python float in `[0, 1)`.
 
   Returns:
-    A function of `(inputs, residual, gamma, beta, seed)` (bfloat16 inputs and residual, float32
-    weights, an int32 `[2]` seed without gradient), with a custom gradient, giving a tensor of
-    the dtype of the inputs.
+    A function of `(inputs, bias, residual, gamma, beta, seed)` (bfloat16 inputs, bias and
+    residual, float32 weights, an int32 `[2]` seed without gradient), with a custom gradient,
+    giving a tensor of the dtype of the inputs.
 
   Example:
 
   >>> y = compiled_dropout_add_layer_norm(1e-12, 0.0)(
-  ...     tf.constant([[1.0, 0.0]], tf.bfloat16), tf.constant([[0.0, 2.0]], tf.bfloat16),
-  ...     tf.ones(2), tf.zeros(2), tf.constant([0, 0]))
+  ...     tf.constant([[1.0, 0.0]], tf.bfloat16), tf.zeros(2, tf.bfloat16),
+  ...     tf.constant([[0.0, 2.0]], tf.bfloat16), tf.ones(2), tf.zeros(2), tf.constant([0, 0]))
   >>> y.dtype.name, y.numpy().tolist()
   ('bfloat16', [[-1.0, 1.0]])
   """
   if (epsilon, rate) not in _COMPILED_RESIDUAL_NORMS:
     _COMPILED_RESIDUAL_NORMS[epsilon, rate] = _compiled_in_float32(
-        lambda x, residual, gamma, beta, seed: cpu_xla.dropout_add_layer_norm(
-            x, residual, gamma, beta, epsilon, rate, seed), constants=1)
+        lambda x, bias, residual, gamma, beta, seed: cpu_xla.dropout_add_layer_norm(
+            x, residual, gamma, beta, epsilon, rate, seed, bias=bias), constants=1)
   return _COMPILED_RESIDUAL_NORMS[epsilon, rate]
 
 
-def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
+def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, bias=None):
   """`stock.dropout_add_layer_norm`: in bfloat16, `compiled_dropout_add_layer_norm`; otherwise
   this backend's dropout and layer norm.
 
@@ -297,13 +299,15 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
   ('bfloat16', [1, 2])
   """
   if inputs.dtype == tf.bfloat16:
+    bias = tf.zeros(inputs.shape[-1:], inputs.dtype) if bias is None else bias
     return compiled_dropout_add_layer_norm(epsilon, rate)(
-        inputs, residual, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta),
+        inputs, bias, residual, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta),
         tf.zeros([2], tf.int32) if seed is None else seed)
+  if bias is not None:
+    inputs = inputs + bias
   if rate:
     inputs = dropout(inputs, rate, seed)
   return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
-
 
 def dropout(inputs, rate, seed):
   """`cpu_xla.dropout` (a mask hashed from each element's position, one XLA pass), with a

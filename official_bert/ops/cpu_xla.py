@@ -99,8 +99,10 @@ def dropout(inputs, rate, seed):
   return _hashed_dropout(inputs, seed, tf.constant(rate, tf.float32))
 
 
-def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
+def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, bias=None):
   """`stock.dropout_add_layer_norm` with this backend's dropout (XLA fuses the whole)."""
+  if bias is not None:
+    inputs = inputs + bias
   if rate:
     inputs = dropout(inputs, rate, seed)
   return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)

@@ -126,8 +126,9 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
 MASKED_SCORE = -1e9
 
 
-def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
-  """`layer_norm(residual + dropout(inputs))`, the end of a transformer sublayer in training.
+def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, bias=None):
+  """`layer_norm(residual + dropout(inputs + bias))`, the end of a transformer sublayer in
+  training.
 
   Args:
     inputs: float `[..., width]`, the sublayer's output.
@@ -135,6 +136,8 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
     gamma, beta, epsilon: as for `layer_norm`.
     rate: a Python float in `[0, 1)`; 0 leaves the dropout out.
     seed: an int32 tensor of shape `[2]` for `dropout` (unused at rate 0).
+    bias: `[width]` of the dtype of `inputs`, the bias of the sublayer's last projection, or
+      None (already added).
 
   Returns:
     float32 `[..., width]` (a backend may return the dtype of `inputs`).
@@ -146,6 +149,8 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed):
   >>> [round(v, 3) for v in outputs[0].numpy().tolist()]
   [-1.0, 1.0]
   """
+  if bias is not None:
+    inputs = inputs + bias
   if rate:
     inputs = dropout(inputs, rate, seed)
   return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
