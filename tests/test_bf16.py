@@ -13,6 +13,7 @@ import tensorflow as tf
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, ops
 from official_bert.layers.activations import gelu_tanh, get_activation
 from official_bert.layers.dense import Dense
+from official_bert.layers.layer_norm import LayerNorm
 from official_bert.layers.transformer_block import TransformerBlock
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_onednn, cpu_xla, stock
@@ -394,6 +395,24 @@ def test_dense_layer_is_keras_dense_on_every_backend(backend):
   np.testing.assert_allclose(tf.function(layer)(inputs, residual=residual).numpy(),
                              expected.numpy() + residual, rtol=1e-5, atol=1e-6)
   assert type(Dense.from_config(layer.get_config())) is Dense
+
+
+@pytest.mark.parametrize("backend", list(ops.BACKENDS))
+def test_layer_norm_given_a_residual_normalizes_the_sum_in_training_and_inference(backend):
+  rng = np.random.default_rng(13)
+  inputs, residual = (tf.constant(rng.normal(size=(2, 3, 8)), tf.float32) for _ in range(2))
+  bias = tf.constant(rng.normal(size=8), tf.float32)
+  reference = keras.layers.LayerNormalization(epsilon=1e-12)
+  reference.build(inputs.shape)
+  with ops.use_kernels(backend):
+    layer = LayerNorm(epsilon=1e-12)
+  layer.build(inputs.shape)
+  layer.set_weights([rng.normal(size=8).astype("float32") for _ in range(2)])
+  reference.set_weights(layer.get_weights())
+  expected = reference(inputs + bias + residual).numpy()
+  for training in (False, True):  # without dropout, training sums the same way
+    actual = layer(inputs, training=training, residual=residual, bias=bias)
+    np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
