@@ -384,6 +384,9 @@ def test_onednn_dropout_gradient_hashes_the_same_mask_in_bfloat16():
 def test_dense_layer_is_keras_dense_on_every_backend(backend):
   inputs = np.random.default_rng(2).normal(size=(2, 3, 5)).astype("float32")
   reference = keras.layers.Dense(4, activation="relu")
+  reference.build(inputs.shape)
+  reference.set_weights([np.random.default_rng(4).normal(size=w.shape).astype("float32")
+                         for w in reference.get_weights()])
   expected = reference(inputs)
   with ops.use_kernels(backend):
     layer = Dense(4, activation="relu")
@@ -395,6 +398,15 @@ def test_dense_layer_is_keras_dense_on_every_backend(backend):
   np.testing.assert_allclose(tf.function(layer)(inputs, residual=residual).numpy(),
                              expected.numpy() + residual, rtol=1e-5, atol=1e-6)
   assert type(Dense.from_config(layer.get_config())) is Dense
+  with pytest.raises(ValueError, match="has an activation, so it cannot leave its bias"):
+    layer(inputs, with_bias=False)
+  with ops.use_kernels(backend):
+    projection = Dense(4)
+  projection.build(inputs.shape)
+  projection.set_weights(reference.get_weights())
+  for call in (projection, tf.function(projection)):
+    np.testing.assert_allclose(call(inputs, with_bias=False).numpy(),
+                               inputs @ reference.get_weights()[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
@@ -423,6 +435,10 @@ def test_transformer_block_adds_the_same_residuals_in_training_and_inference(bac
     block = TransformerBlock(8, 2, 16)
   rng = np.random.default_rng(4)
   inputs = tf.constant(rng.normal(size=(2, 5, 8)), tf.float32)
+  block.build(inputs.shape)
+  # Biases too: training adds the projections' output biases where the sublayers end.
+  block.set_weights([rng.normal(size=w.shape).astype("float32") * 0.5
+                     for w in block.get_weights()])
   mask = tf.constant([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], tf.float32)
   inference = tf.function(lambda x, m: block(x, m, training=False))(inputs, mask)
   training = block(inputs, mask, training=True)

@@ -58,11 +58,13 @@ class SelfAttention(keras.layers.Layer):
     self.qkv.build(inputs_shape)
     self.output_dense.build(inputs_shape)
 
-  def call(self, inputs, mask, training=None, residual=None):
-    """The attention output for `inputs`, plus `residual` (of the inputs' shape) if given."""
+  def call(self, inputs, mask, training=None, residual=None, with_bias=True):
+    """The attention output for `inputs`, plus `residual` (of the inputs' shape) if given;
+    without `with_bias`, without the output projection's bias (`output_dense.bias`), for a
+    caller that adds it in a fused pass of its own."""
     context = self._kernels.attention(self.qkv(inputs), mask, self.num_heads, self.probs_dropout,
                                       training=training)
-    return self.output_dense(context, residual=residual)
+    return self.output_dense(context, residual=residual, with_bias=with_bias)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape

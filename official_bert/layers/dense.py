@@ -31,11 +31,18 @@ class Dense(keras.layers.Dense):
     super().__init__(units, **kwargs)
     self._kernels = kernel_ops.kernels()
 
-  def call(self, inputs, training=None, residual=None):
-    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given."""
+  def call(self, inputs, training=None, residual=None, with_bias=True):
+    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given; without
+    `with_bias`, the product alone (for a layer without an activation), for a caller that adds
+    the bias in a fused pass of its own."""
+    if not with_bias and self.activation not in (None, keras.activations.linear):
+      raise ValueError(f"{self.name} has an activation, so it cannot leave its bias to the "
+                       "caller.")
     if self.lora_enabled or self.bias is None:
-      outputs = super().call(inputs, training=training)
+      # `self.kernel` includes the LoRA update.
+      outputs = (super().call(inputs, training=training) if with_bias
+                 else keras.ops.matmul(inputs, self.kernel))
       return outputs if residual is None else outputs + residual
-    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype),
-                               weight_copies.read(self.bias, self.compute_dtype), self.activation,
-                               training=bool(training), residual=residual)
+    bias = weight_copies.read(self.bias, self.compute_dtype) if with_bias else None
+    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype), bias,
+                               self.activation, training=bool(training), residual=residual)

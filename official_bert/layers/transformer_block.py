@@ -80,13 +80,13 @@ class TransformerBlock(keras.layers.Layer):
   def call(self, inputs, mask, training=None):
     inputs = ops.cast(inputs, self.compute_dtype)
     if training:
-      hidden = self._dropout_add_normalize(self.attention(inputs, mask, training=True), inputs,
-                                           self.attention_dropout, self.attention_layer_norm)
-      # The feed-forward output's bias is added in the fused pass that ends the sublayer.
+      # Each sublayer's output bias is added in the fused pass that ends the sublayer.
+      hidden = self._dropout_add_normalize(
+          self.attention(inputs, mask, training=True, with_bias=False), inputs,
+          self.attention_dropout, self.attention_layer_norm, self.attention.output_dense.bias)
       return self._dropout_add_normalize(
           self.output_dense(self.intermediate(hidden), with_bias=False), hidden,
-          self.output_dropout, self.output_layer_norm,
-          bias=weight_copies.read(self.output_dense.bias, self.compute_dtype))
+          self.output_dropout, self.output_layer_norm, self.output_dense.bias)
     # Without dropout, each residual connection is added by the projection before it, which
     # the `cpu_onednn` kernels fuse into the product.
     attended = self.attention(inputs, mask, training=False, residual=inputs)
@@ -94,12 +94,13 @@ class TransformerBlock(keras.layers.Layer):
     transformed = self.output_dense(self.intermediate(hidden), residual=hidden)
     return ops.cast(self.output_layer_norm(transformed), self.compute_dtype)
 
-  def _dropout_add_normalize(self, outputs, residual, dropout, layer_norm, bias=None):
+  def _dropout_add_normalize(self, outputs, residual, dropout, layer_norm, bias):
     """`layer_norm(residual + dropout(outputs + bias))` in training, by the layer norm as one
     kernel (one fused pass on the `cpu_onednn` kernels in bfloat16)."""
     seed = dropout.next_seed() if dropout.rate else None
     return ops.cast(layer_norm(outputs, training=True, residual=residual,
-                               dropout_rate=dropout.rate, seed=seed, bias=bias),
+                               dropout_rate=dropout.rate, seed=seed,
+                               bias=weight_copies.read(bias, self.compute_dtype)),
                     self.compute_dtype)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):

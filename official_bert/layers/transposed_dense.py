@@ -45,11 +45,8 @@ class TransposedDense(keras.layers.Layer):
   def call(self, inputs, residual=None, with_bias=True):
     """The projection of `inputs`, plus `residual` (of the outputs' shape) if given; without
     `with_bias`, the product alone, for a caller that adds the bias in a fused pass of its own."""
-    if not with_bias:
-      return self._kernels.matmul_transposed(
-          inputs, weight_copies.read(self.kernel, self.compute_dtype))
-    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype),
-                               weight_copies.read(self.bias, self.compute_dtype),
+    bias = weight_copies.read(self.bias, self.compute_dtype) if with_bias else None
+    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype), bias,
                                transpose_kernel=True, residual=residual)
 
   def compute_output_shape(self, inputs_shape):

@@ -35,9 +35,8 @@ from official_bert.ops import cpu_onednn, cpu_xla, stock
 
 BACKENDS = {"stock": stock, "cpu_xla": cpu_xla, "cpu_onednn": cpu_onednn}
 # What each backend's module defines (`stock.py` gives their contracts).
-KERNELS = ("dropout", "sparse_softmax_cross_entropy", "project_onto_table", "matmul_transposed",
-           "dense", "gelu", "global_norm", "layer_norm", "dropout_add_layer_norm",
-           "attention")
+KERNELS = ("dropout", "sparse_softmax_cross_entropy", "project_onto_table", "dense", "gelu",
+           "global_norm", "layer_norm", "dropout_add_layer_norm", "attention")
 CHOICES = ("auto", *BACKENDS)
 
 _backend = None

@@ -43,11 +43,6 @@ def _unrows(outputs, inputs):
   return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], tf.shape(outputs)[-1:]], 0))
 
 
-def matmul_transposed(inputs, kernel):
-  """`stock.matmul_transposed` as one 2-D product with `transpose_b`."""
-  return _unrows(tf.matmul(_rows(inputs), kernel, transpose_b=True), inputs)
-
-
 def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False,
           residual=None):
   """`stock.dense` as a 2-D `MatMul`, `BiasAdd` and the activation: one fused oneDNN kernel.
@@ -65,7 +60,9 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   """
   rows = _rows(inputs)
   outputs = tf.matmul(rows, kernel, transpose_b=transpose_kernel)
-  if activation is not None and training and outputs.dtype == tf.bfloat16:
+  if bias is None:
+    outputs = outputs if activation is None else activation(outputs)
+  elif activation is not None and training and outputs.dtype == tf.bfloat16:
     outputs = compiled_activation(activation)(outputs, bias)
   else:
     outputs = tf.nn.bias_add(outputs, bias)

@@ -15,7 +15,6 @@ from official_bert.ops.stock import label_logits
 # `TransposedDense` ran 0.98x stock's single product at BERT-Tiny and Mini, 0.87x at Base.)
 layer_norm = stock.layer_norm
 attention = stock.attention
-matmul_transposed = stock.matmul_transposed
 dense = stock.dense
 
 # === Dropout ===

@@ -77,7 +77,8 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   Args:
     inputs: float `[..., in]`.
     kernel: `[in, out]`, or `[out, in]` with `transpose_kernel`.
-    bias: `[out]`.
+    bias: `[out]`, or None for the product alone (for a caller that adds the bias in a fused
+      pass of its own).
     activation: a function of one tensor, or None.
     transpose_kernel: the kernel is stored `[out, in]` (see `TransposedDense`).
     training: whether the gradient will be taken (a backend may then choose another form).
@@ -93,7 +94,7 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
     outputs = matmul_transposed(inputs, kernel)
   else:
     outputs = keras.ops.matmul(inputs, kernel)
-  outputs = outputs + bias
+  outputs = outputs if bias is None else outputs + bias
   outputs = outputs if activation is None else activation(outputs)
   return outputs if residual is None else outputs + residual
 
