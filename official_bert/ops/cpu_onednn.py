@@ -13,7 +13,8 @@ CPU backend has no bfloat16 products worth using but fuses element-wise work int
 TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In inference, layer
 norm and attention have forms that oneDNN runs as few fused kernels in the dtype of their inputs
 (`layer_norm`, `attention`); in bfloat16 training, layer norm and the attention softmax are
-compiled apart instead. The other kernels are the stock ones, measured no slower in the graph
+compiled apart instead, and so is the cross-entropy over a vocabulary in any dtype. The other
+kernels are the stock ones, measured no slower in the graph
 (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these forms
 against the stock ones, forward and backward.
 """
