@@ -410,6 +410,24 @@ def test_dense_layer_is_keras_dense_on_every_backend(backend):
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
+def test_dense_layer_with_lora_leaves_its_bias_to_the_caller_on_request(backend):
+  # With LoRA, `Dense` runs Keras' own product, whose kernel includes the low-rank update.
+  rng = np.random.default_rng(5)
+  inputs = rng.normal(size=(2, 3, 5)).astype("float32")
+  with ops.use_kernels(backend):
+    layer = Dense(4, bias_initializer="ones")
+  layer.build(inputs.shape)
+  layer.enable_lora(2)
+  for weight in (layer.lora_kernel_a, layer.lora_kernel_b):
+    weight.assign(rng.normal(size=weight.shape).astype("float32"))
+  kernel = layer.kernel.numpy()  # the frozen kernel plus the low-rank update
+  assert not np.allclose(kernel, layer._kernel.numpy())  # pylint: disable=protected-access
+  np.testing.assert_allclose(layer(inputs, with_bias=False).numpy(), inputs @ kernel,
+                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(layer(inputs).numpy(), inputs @ kernel + 1.0, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", list(ops.BACKENDS))
 def test_layer_norm_given_a_residual_normalizes_the_sum_in_training_and_inference(backend):
   rng = np.random.default_rng(13)
   inputs, residual = (tf.constant(rng.normal(size=(2, 3, 8)), tf.float32) for _ in range(2))

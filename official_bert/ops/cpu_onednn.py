@@ -329,11 +329,9 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, b
     return compiled_dropout_add_layer_norm(epsilon, rate)(
         inputs, bias, residual, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta),
         tf.zeros([2], tf.int32) if seed is None else seed)
-  if bias is not None:
-    inputs = inputs + bias
-  if rate:
-    inputs = dropout(inputs, rate, seed)
-  return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
+  return stock.compose_dropout_add_layer_norm(dropout, layer_norm, inputs, residual, gamma, beta,
+                                              epsilon, rate, seed, bias)
+
 
 def dropout(inputs, rate, seed):
   """`cpu_xla.dropout` (a mask hashed from each element's position, one XLA pass), with a

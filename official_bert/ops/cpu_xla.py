@@ -100,11 +100,8 @@ def dropout(inputs, rate, seed):
 
 def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, bias=None):
   """`stock.dropout_add_layer_norm` with this backend's dropout (XLA fuses the whole)."""
-  if bias is not None:
-    inputs = inputs + bias
-  if rate:
-    inputs = dropout(inputs, rate, seed)
-  return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
+  return stock.compose_dropout_add_layer_norm(dropout, layer_norm, inputs, residual, gamma, beta,
+                                              epsilon, rate, seed, bias)
 
 
 # === Cross-entropy ===

@@ -150,11 +150,18 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, b
   >>> [round(v, 3) for v in outputs[0].numpy().tolist()]
   [-1.0, 1.0]
   """
+  return compose_dropout_add_layer_norm(dropout, layer_norm, inputs, residual, gamma, beta,
+                                        epsilon, rate, seed, bias)
+
+
+def compose_dropout_add_layer_norm(dropout_fn, layer_norm_fn, inputs, residual, gamma, beta,
+                                   epsilon, rate, seed, bias=None):
+  """`dropout_add_layer_norm` composed of a backend's own `dropout_fn` and `layer_norm_fn`."""
   if bias is not None:
     inputs = inputs + bias
   if rate:
-    inputs = dropout(inputs, rate, seed)
-  return layer_norm(residual + inputs, gamma, beta, epsilon, training=True)
+    inputs = dropout_fn(inputs, rate, seed)
+  return layer_norm_fn(residual + inputs, gamma, beta, epsilon, training=True)
 
 
 def attention(query_key_value, mask, num_heads, dropout, training=False):
