@@ -206,6 +206,30 @@ def test_compiled_layer_norm_matches_stock_forward_and_backward():
                                rtol=1.6e-2, atol=1e-2)
 
 
+def test_onednn_bfloat16_projection_onto_the_table_gives_float32_logits_and_gradients():
+  rng = np.random.default_rng(9)
+  hidden, table, bias = (tf.constant(rng.normal(size=shape), tf.bfloat16)
+                         for shape in [(6, 16), (40, 16), (40,)])
+  upstream = tf.constant(rng.normal(size=(6, 40)), tf.float32)
+  results = []
+  for backend, dtype in ((stock, tf.float32), (cpu_onednn, tf.bfloat16)):
+    @tf.function
+    def step(inputs, backend=backend):
+      with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        logits = backend.project_onto_table(*inputs)
+      return [logits] + tape.gradient(logits, inputs, tf.cast(upstream, logits.dtype))
+    results.append(step([tf.cast(t, dtype) for t in (hidden, table, bias)]))
+  (expected, *expected_grads), (actual, *actual_grads) = results
+  # The bias is added to the bfloat16 product in float32, and the logits stay float32.
+  assert actual.dtype == tf.float32
+  np.testing.assert_allclose(actual, expected, rtol=1e-2, atol=2e-2)
+  for actual_grad, expected_grad in zip(actual_grads, expected_grads):
+    assert actual_grad.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(actual_grad, tf.float32), expected_grad,
+                               rtol=2e-2, atol=5e-2)
+
+
 def test_onednn_bfloat16_training_attention_matches_stock_forward_and_backward():
   rng = np.random.default_rng(4)
   qkv = tf.cast(rng.normal(size=(2, 6, 3 * 8)) * 2, tf.bfloat16)

@@ -58,7 +58,11 @@ def sparse_softmax_cross_entropy(labels, logits):
 
 
 def project_onto_table(hidden, table, bias):
-  """`hidden @ table^T + bias`: a 2-D `[rows, hidden]` input onto a `[classes, hidden]` table."""
+  """`hidden @ table^T + bias`: a 2-D `[rows, hidden]` input onto a `[classes, hidden]` table.
+
+  In the dtype of `hidden`; a backend may return float32 logits for bfloat16 inputs, as the
+  caller (the masked-LM head) wants them.
+  """
   return tf.matmul(hidden, table, transpose_b=True) + bias
 
 
