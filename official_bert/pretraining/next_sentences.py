@@ -22,6 +22,7 @@ B several times.
 import dataclasses
 import io
 import os
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -91,10 +92,17 @@ def _save_arrays(path, arrays):
     f.write(buffer.getvalue())
 
 
+# `np.load` parses each array's header with `ast.literal_eval`, which CPython 3.11 (3.11.7 in CI)
+# can fail with "AST constructor recursion depth mismatch" when threads parse at once (the
+# writer's threads load documents concurrently); the header parse is serialised.
+_PARSE_LOCK = threading.Lock()
+
+
 def _load_arrays(path):
   with tf.io.gfile.GFile(path, "rb") as f:
-    with np.load(io.BytesIO(f.read())) as arrays:
-      return {name: arrays[name] for name in arrays.files}
+    data = f.read()
+  with _PARSE_LOCK, np.load(io.BytesIO(data)) as arrays:
+    return {name: arrays[name] for name in arrays.files}
 
 
 def pool_size(num_sentences):
