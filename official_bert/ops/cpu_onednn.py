@@ -81,10 +81,9 @@ def _compiled_in_float32(function, constants=0, output_dtype=None):
 
   The float inputs are cast to float32 inside each program, the result to `output_dtype` (by
   default the dtype of the first input), and each gradient to the dtype of its input (`_cast`);
-  the last `constants`
-  inputs (which may be integers, such as a dropout seed) get no gradient. The backward program
-  recomputes `function` from the inputs instead of keeping the forward pass's intermediate
-  values.
+  the last `constants` inputs (which may be integers, such as a dropout seed) get no gradient.
+  The backward program recomputes `function` from the inputs instead of keeping the forward
+  pass's intermediate values.
   """
 
   def in_float32(tensors):
