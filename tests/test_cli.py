@@ -6,6 +6,9 @@ import subprocess
 import sys
 import tomllib
 
+from official_bert import cli
+from official_bert.common import cpuinfo
+
 from testing import REPOSITORY
 
 
@@ -34,7 +37,8 @@ def test_every_command_names_a_tool_with_a_run_function_and_its_original_script(
 
 
 def _imported(code, **env):
-  environment = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+  environment = {k: v for k, v in os.environ.items()
+                 if k not in ("TF_ENABLE_ONEDNN_OPTS", "XLA_FLAGS")}
   environment.update(env)
   result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, env=environment,
                           capture_output=True, text=True, check=True)
@@ -48,6 +52,24 @@ def test_the_library_leaves_the_environment_alone_and_the_tools_turn_onednn_on()
   assert _imported("import official_bert.cli; " + report) == ["False", "1"]
   assert _imported("import official_bert.cli; " + report, TF_ENABLE_ONEDNN_OPTS="0") == [
       "False", "0"]
+
+
+def test_the_tools_give_xla_512_bit_vectors_on_avx512_and_keep_the_users_own_width():
+  assert cli.xla_flags("", {"avx512f", "amx_bf16"}) == "--xla_cpu_prefer_vector_width=512"
+  assert cli.xla_flags("--xla_dump_to=/tmp/d", {"avx512f"}) == (
+      "--xla_dump_to=/tmp/d --xla_cpu_prefer_vector_width=512")
+  assert cli.xla_flags("", {"avx2", "fma"}) == ""
+  assert cli.xla_flags("--xla_cpu_prefer_vector_width=256", {"avx512f"}) == (
+      "--xla_cpu_prefer_vector_width=256")
+  report = "import os; print(os.environ.get('XLA_FLAGS', 'unset'))"
+  assert _imported("import official_bert; " + report) == ["unset"]
+  expected = "--xla_cpu_prefer_vector_width=512" if "avx512f" in cpuinfo.flags() else "unset"
+  assert _imported("import official_bert.cli; " + report) == [expected]
+  # XLA aborts the process on a flag it does not know: this TensorFlow's XLA takes it.
+  compiled = ("import official_bert.cli, tensorflow as tf; " + report + "; "
+              "print(float(tf.function(lambda x: x * 2.0, jit_compile=True)(tf.constant(1.5))))")
+  assert _imported(compiled, XLA_FLAGS="--xla_cpu_prefer_vector_width=512") == [
+      "--xla_cpu_prefer_vector_width=512", "3.0"]
 
 
 def test_importing_the_tools_defines_no_flag_and_define_flags_defines_each_tools_own():

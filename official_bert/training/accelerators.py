@@ -38,6 +38,7 @@ True
 import dataclasses
 
 from official_bert import ops
+from official_bert.common import cpuinfo
 
 # /proc/cpuinfo flags of CPUs with bfloat16 arithmetic units.
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -63,26 +64,8 @@ class Choice:
   compile_update: bool = False
 
 
-def _cpuinfo_field(name, path):
-  """The value of the first `name : value` line of `path` (/proc/cpuinfo), or None."""
-  try:
-    with open(path) as cpuinfo:
-      for line in cpuinfo:
-        if line.startswith(name):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return None
-
-
-def cpu_flags(path="/proc/cpuinfo"):
-  """The feature flags of this machine's CPU (an empty set where `path` cannot be read)."""
-  return frozenset((_cpuinfo_field("flags", path) or "").split())
-
-
-def cpu_vendor(path="/proc/cpuinfo"):
-  """The `vendor_id` of this machine's CPU (`GenuineIntel`, `AuthenticAMD`, ...), or None."""
-  return _cpuinfo_field("vendor_id", path)
+# This machine's CPU feature flags and vendor, for `choose`.
+cpu_flags, cpu_vendor = cpuinfo.flags, cpuinfo.vendor
 
 
 def onednn_by_default(vendor):
