@@ -9,7 +9,9 @@ the uncased vocabulary of 30,522), so that only the training step is timed:
   (`official_bert.training.accelerators`: XLA and the `cpu_xla` kernels for float32, no XLA and
   the `cpu_onednn` kernels for bfloat16); `ours_xla` (XLA, `cpu_xla`), `ours_xla_stock` (XLA,
   `stock`), `ours_xla_erf` (XLA, `cpu_xla`, the exact GELU instead of the original's tanh form)
-  and `ours_graph` (no XLA, `cpu_onednn`) force one path;
+  and `ours_graph` (no XLA, `cpu_onednn`) force one path; `ours_compiled_update` is `ours` with
+  the compiled XLA update instead of the fused AdamW kernel (`official_bert.ops.adam_update`) in
+  bfloat16;
 * `kerashub`: KerasHub's `BertBackbone` with its `MaskedLMHead` (tied to the token embedding) and
   a 2-way next-sentence `Dense` on the pooled output, trained by `Model.fit` with
   `jit_compile=True`, `steps_per_execution` and AdamW with `global_clipnorm=1.0` (no metrics);
@@ -70,8 +72,8 @@ flags.DEFINE_list("configs", ["tiny", "mini", "base"], "Configurations to time."
 flags.DEFINE_list("variants", ["ours", "ours_xla", "ours_graph", "kerashub", "hf_eager",
                                 "hf_compile"],
                   "Implementations to time (see the module docstring): ours, ours_xla, "
-                  "ours_xla_stock, ours_xla_erf, ours_graph, kerashub, kerashub_graph, hf_eager, "
-                  "hf_compile.")
+                  "ours_xla_stock, ours_xla_erf, ours_graph, ours_compiled_update, kerashub, "
+                  "kerashub_graph, hf_eager, hf_compile.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Dtypes to time: float32, bfloat16.")
 flags.DEFINE_integer("repeats", 2, "Timed windows per implementation; the best counts.")
 flags.DEFINE_string("torch_python", None,
@@ -132,6 +134,7 @@ def _builders(name, dtype, weights_dir):
           "ours_xla_erf": functools.partial(ours, xla=True, kernels="cpu_xla",
                                             hidden_act="gelu_erf"),
           "ours_graph": functools.partial(ours, xla=False, kernels="cpu_onednn"),
+          "ours_compiled_update": functools.partial(ours, xla=None, fused_update=False),
           "kerashub": functools.partial(KerasHub, *shape, dtype=dtype),
           "kerashub_graph": functools.partial(KerasHub, *shape, dtype=dtype, jit_compile=False),
           **{f"hf_{mode}": functools.partial(HuggingFace, *shape, dtype=dtype,

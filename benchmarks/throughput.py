@@ -10,6 +10,7 @@ Training FLOPs per step (forward + backward = 3 x forward, a matmul of m x k by 
 (embedding lookups, the pooler, layer norms, softmax and the optimizer are left out).
 """
 
+import os
 import tempfile
 import time
 
@@ -19,6 +20,7 @@ import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
+from official_bert.ops import adam_update
 from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
@@ -110,11 +112,13 @@ class Ours:
     task: `pretraining` (`BertPretrainer`) or `classification` (a 2-class `BertClassifier`,
       the fine-tuning step of `run_classifier.py`).
     hidden_act: the feed-forward activation.
+    fused_update: whether a bfloat16 step may update with the fused AdamW kernel
+      (`official_bert.ops.adam_update`); False forces the compiled update.
   """
 
   def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, xla=True,
                dtype="float32", kernels="auto", num_gpus=0, task="pretraining",
-               hidden_act="gelu"):
+               hidden_act="gelu", fused_update=True):
     self.steps, self.step = steps, steps
     engine = EngineConfig(enable_xla=xla, kernels=kernels, steps_per_loop=steps, log_steps=steps,
                           save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
@@ -135,7 +139,16 @@ class Ours:
     self.trainer = Trainer(model, loss_fn, optimizer, strategy=strategy,
                            model_dir=self.model_dir.name, config=engine, metrics_fn=metrics_fn)
     self.dataset_fn = lambda _: tf.data.Dataset.from_tensors(batch_data).repeat()
-    self.trainer.train(self.dataset_fn, self.step)  # compiles
+    # The trainer chooses its update in its first `train`.
+    previous = os.environ.get(adam_update.ENABLE_VARIABLE)
+    os.environ[adam_update.ENABLE_VARIABLE] = "1" if fused_update else "0"
+    try:
+      self.trainer.train(self.dataset_fn, self.step)  # compiles
+    finally:
+      if previous is None:
+        del os.environ[adam_update.ENABLE_VARIABLE]
+      else:
+        os.environ[adam_update.ENABLE_VARIABLE] = previous
 
   def sequences_per_second(self):
     self.step += self.steps

@@ -109,10 +109,13 @@ class WeightCopies:
       combined.append(copied if own is None else own if copied is None else own + copied)
     return combined
 
-  def refresh(self):
-    """Writes each copy from its variable (after an update or a restore)."""
-    for variable, copy in zip(self.variables, self.copies):
-      copy.assign(tf.cast(_value(variable), copy.dtype))
+  def refresh(self, variables=None):
+    """Writes each copy from its variable (after an update or a restore): of all the
+    variables, or of `variables` alone."""
+    for variable in self.variables if variables is None else variables:
+      copy = self.copy_of(variable)
+      if copy is not None:
+        copy.assign(tf.cast(_value(variable), copy.dtype))
 
 
 def _value(variable):

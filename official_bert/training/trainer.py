@@ -36,7 +36,13 @@ import tensorflow as tf
 
 from official_bert import ops
 from official_bert.ops import weight_copies
-from official_bert.training import checkpointing, distribution, optimization, progress
+from official_bert.training import (
+  checkpointing,
+  distribution,
+  fused_update,
+  optimization,
+  progress,
+)
 from official_bert.training.config import EngineConfig
 
 _ALL_STEPS = 2**31 - 1
@@ -121,6 +127,8 @@ class Trainer:
                          and policy.compute_dtype != policy.variable_dtype)
     self._copies = None
     self._update_from_copies = tf.function(self._apply_from_copies, jit_compile=True)
+    self._update_rest = tf.function(self._apply_rest_from_copies, jit_compile=True)
+    self._fused_update = None  # made with the copies (`_prepare`)
     self._replica_train_step = whole(self._train_step)
     self._replica_gradients = parts(self._local_gradients)
     self._replica_eval_step = whole(self._eval_step)
@@ -248,6 +256,8 @@ class Trainer:
   def _train_step(self, features, labels):
     """One optimizer step on this replica's batch; returns losses and metrics of all replicas."""
     grads, logs = self._replica_gradients(features, labels)
+    if self._fused_update is not None:
+      return dict(logs, gradient_norm=self._fused_update(*grads, apply_rest=self._update_rest))
     if self._copies is not None:
       return dict(logs, gradient_norm=self._update_from_copies(*grads))
     replicas = self.strategy.num_replicas_in_sync
@@ -257,8 +267,9 @@ class Trainer:
     self._update(grads, norm)
     return dict(logs, gradient_norm=norm)
 
-  def _clip_and_apply(self, grads, norm):
-    """Clips `grads` to `clip_norm` by their global `norm` and applies them."""
+  def _clip_and_apply(self, grads, norm, variables=None):
+    """Clips `grads` to `clip_norm` by their global `norm` and applies them (to `variables`,
+    by default all the trained ones)."""
     if self.config.clip_norm:
       grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
     replicas = self.strategy.num_replicas_in_sync
@@ -266,7 +277,7 @@ class Trainer:
       # Keras' `apply` sums the gradients over replicas once more; each hands in its share of
       # the (already summed and clipped) total.
       grads = [g / replicas for g in grads]
-    self.optimizer.apply(grads, self._variables)
+    self.optimizer.apply(grads, self._variables if variables is None else variables)
 
   def _apply_from_copies(self, direct, through_copies):
     """`_clip_and_apply` for the two parts of the gradients of a step that read the weights'
@@ -278,6 +289,14 @@ class Trainer:
     self._clip_and_apply(grads, norm)
     self._copies.refresh()
     return norm
+
+  def _apply_rest_from_copies(self, indices, direct, through_copies, norm):
+    """`_apply_from_copies` for the variables at `indices` alone (a tuple of ints), clipped by
+    the global `norm` of all the gradients (the weights the fused kernel leaves to the compiled
+    update)."""
+    variables = [self._variables[i] for i in indices]
+    self._clip_and_apply(self._copies.combine(direct, through_copies), norm, variables)
+    self._copies.refresh(variables)
 
   def _local_gradients(self, features, labels):
     """Gradients and logs of this replica's batch, averaged over its micro-batches."""
@@ -468,6 +487,12 @@ class Trainer:
         self._copies = weight_copies.WeightCopies(self._variables, dtype)
         logging.info("The steps read %s copies of the %d float32 weights, which the compiled "
                      "update writes.", dtype, len(self._copies.copies))
+        if fused_update.FusedUpdate.supports(self.optimizer, dtype):
+          self._fused_update = fused_update.FusedUpdate(
+              self.optimizer, self._variables, self._copies, self.config.clip_norm)
+          logging.info("The fused AdamW kernel (official_bert.ops.adam_update) updates the "
+                       "weights whose gradients come back through their copies; the compiled "
+                       "update, the others.")
 
   def _zeros(self, with_gradient_norm=False):
     zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self._spec)

@@ -1,0 +1,184 @@
+// The original BERT's AdamW step for one float32 weight trained through a bfloat16 copy, as one
+// pass over memory (see adam_update.py for why and when it is used).
+//
+// Per element, with g the bfloat16 gradient (plus the float32 rows of a sparse gradient, if any)
+// times `gradient_scale`:
+//
+//   m = m + (g - m) * first_moment_rate          (1 - beta_1)
+//   v = v + (g * g - v) * second_moment_rate     (1 - beta_2)
+//   w = w - (w * weight_decay) * learning_rate
+//   w = w - learning_rate * (m / (sqrt(v) + epsilon))
+//   copy = bfloat16(w), rounded to nearest, ties to even
+//
+// with each operation rounded to float32 in this order (no fused multiply-adds: the library is
+// built with -ffp-contract=off), as `AdamWeightDecay` under Keras' decoupled decay computes it.
+
+#define EIGEN_USE_THREADS
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/kernels/training_op_helpers.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace official_bert {
+namespace {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using CPUDevice = Eigen::ThreadPoolDevice;
+
+REGISTER_OP("AdamWeightDecayBfloat16Update")
+    .Input("variable: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .Input("copy: resource")
+    .Input("gradient: bfloat16")
+    .Input("rows: int32")
+    .Input("row_gradients: float")
+    .Input("learning_rate: float")
+    .Input("gradient_scale: float")
+    .Attr("first_moment_rate: float")
+    .Attr("second_moment_rate: float")
+    .Attr("epsilon: float")
+    .Attr("weight_decay: float")
+    .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+
+inline float FromBfloat16(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
+
+inline uint16_t ToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
+  // Adding 0x7fff plus the lowest kept bit carries into the kept half exactly when the dropped
+  // half is above one half, or is one half and the kept half odd.
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+class AdamWeightDecayBfloat16UpdateOp : public OpKernel {
+ public:
+  explicit AdamWeightDecayBfloat16UpdateOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("first_moment_rate", &first_moment_rate_));
+    OP_REQUIRES_OK(context, context->GetAttr("second_moment_rate", &second_moment_rate_));
+    OP_REQUIRES_OK(context, context->GetAttr("epsilon", &epsilon_));
+    OP_REQUIRES_OK(context, context->GetAttr("weight_decay", &weight_decay_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    auto locks = ::tensorflow::MaybeLockVariableInputMutexesInOrder<CPUDevice, float>(
+        context, /*do_lock=*/true, /*sparse=*/false, {0, 1, 2, 3});
+    Tensor variable, m, v, copy;
+    OP_REQUIRES_OK(context, ::tensorflow::GetInputTensorFromVariable<CPUDevice, float>(
+                                context, 0, /*lock_held=*/true, /*sparse=*/false, &variable));
+    OP_REQUIRES_OK(context, ::tensorflow::GetInputTensorFromVariable<CPUDevice, float>(
+                                context, 1, true, false, &m));
+    OP_REQUIRES_OK(context, ::tensorflow::GetInputTensorFromVariable<CPUDevice, float>(
+                                context, 2, true, false, &v));
+    OP_REQUIRES_OK(context,
+                   ::tensorflow::GetInputTensorFromVariable<CPUDevice, ::tensorflow::bfloat16>(
+                       context, 3, true, false, &copy));
+    const Tensor& gradient = context->input(4);
+    const Tensor& rows = context->input(5);
+    const Tensor& row_gradients = context->input(6);
+    for (const Tensor* state : {&std::as_const(m), &std::as_const(v), &std::as_const(copy),
+                                &gradient}) {
+      OP_REQUIRES(context, state->shape() == variable.shape(),
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "AdamWeightDecayBfloat16Update: the variable's shape is ",
+                      variable.shape().DebugString(), ", but a slot, copy or gradient has ",
+                      state->shape().DebugString())));
+    }
+    const int64_t size = variable.NumElements();
+    const int64_t width = variable.dims() > 0 ? variable.dim_size(variable.dims() - 1) : 1;
+    const int64_t height = width > 0 ? size / width : 0;
+    const int64_t num_rows = rows.NumElements();
+    OP_REQUIRES(context,
+                row_gradients.dims() == 2 && row_gradients.dim_size(0) == num_rows &&
+                    (num_rows == 0 || row_gradients.dim_size(1) == width),
+                absl::InvalidArgumentError(absl::StrCat(
+                    "AdamWeightDecayBfloat16Update: row_gradients must be [", num_rows, ", ",
+                    width, "], got ", row_gradients.shape().DebugString())));
+    // For each row of the variable, the row of `row_gradients` to add to it, or -1.
+    std::vector<int64_t> extra(num_rows ? height : 0, -1);
+    const auto row_ids = rows.flat<int32_t>();
+    for (int64_t i = 0; i < num_rows; ++i) {
+      const int32_t row = row_ids(i);
+      OP_REQUIRES(context, row >= 0 && row < height && extra[row] < 0,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "AdamWeightDecayBfloat16Update: rows[", i, "] = ", row,
+                      " is outside [0, ", height, ") or repeated")));
+      extra[row] = i;
+    }
+
+    float* weights = variable.flat<float>().data();
+    float* first = m.flat<float>().data();
+    float* second = v.flat<float>().data();
+    uint16_t* copies = reinterpret_cast<uint16_t*>(copy.flat<::tensorflow::bfloat16>().data());
+    const uint16_t* grads =
+        reinterpret_cast<const uint16_t*>(gradient.flat<::tensorflow::bfloat16>().data());
+    const float* row_grads = row_gradients.flat<float>().data();
+    const float learning_rate = context->input(7).scalar<float>()();
+    const float scale = context->input(8).scalar<float>()();
+    const float rate_1 = first_moment_rate_, rate_2 = second_moment_rate_;
+    const float epsilon = epsilon_, weight_decay = weight_decay_;
+
+    // One row of `width` elements from `begin`, with `added` (or nullptr) added to its gradient.
+    auto update = [&](int64_t begin, int64_t count, const float* added) {
+      float* w = weights + begin;
+      float* mm = first + begin;
+      float* vv = second + begin;
+      uint16_t* c = copies + begin;
+      const uint16_t* g = grads + begin;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        const float grad = (FromBfloat16(g[i]) + (added ? added[i] : 0.0f)) * scale;
+        const float m_new = mm[i] + (grad - mm[i]) * rate_1;
+        const float v_new = vv[i] + (grad * grad - vv[i]) * rate_2;
+        float w_new = w[i] - (w[i] * weight_decay) * learning_rate;
+        w_new = w_new - learning_rate * (m_new / (std::sqrt(v_new) + epsilon));
+        mm[i] = m_new;
+        vv[i] = v_new;
+        w[i] = w_new;
+        c[i] = ToBfloat16(w_new);
+      }
+    };
+    auto* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
+    const int threads = context->device()->tensorflow_cpu_worker_threads()->num_threads;
+    // About 50 cycles an element: two loads and stores of float32 state, a square root and a
+    // division.
+    if (num_rows == 0) {
+      ::tensorflow::Shard(threads, workers, size, 50, [&](int64_t begin, int64_t end) {
+        update(begin, end - begin, nullptr);
+      });
+    } else {
+      ::tensorflow::Shard(threads, workers, height, 50 * width, [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+          update(row * width, width, extra[row] < 0 ? nullptr : row_grads + extra[row] * width);
+        }
+      });
+    }
+  }
+
+ private:
+  float first_moment_rate_, second_moment_rate_, epsilon_, weight_decay_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("AdamWeightDecayBfloat16Update").Device(::tensorflow::DEVICE_CPU),
+                        AdamWeightDecayBfloat16UpdateOp);
+
+}  // namespace
+}  // namespace official_bert

@@ -1,0 +1,166 @@
+"""The original BERT's AdamW step as one pass over memory, for float32 weights that a bfloat16
+training step reads through copies (`ops.weight_copies`): a TensorFlow kernel of this package
+(`adam_update.cc`), built on first use.
+
+Why: XLA's CPU backend writes each output of a program in a loop of its own, so the compiled
+update passes over each weight four times (the moments, the weight, its bfloat16 copy) and reads
+about 46 bytes a weight where one pass needs 32. It was a sixth of a bfloat16 BERT-Base
+pre-training step; for 100 million weights on a 2-core Xeon the kernel took 62 ms against XLA's
+122 (`docs/performance.md`).
+
+When: `Trainer` updates with it each weight whose gradient comes back dense in bfloat16 through
+its copy (plus, for BERT's tied word embeddings, the lookup's sparse float32 rows), when the
+optimizer is `AdamWeightDecay` and `kernel()` loads; the other weights, and every weight where
+the kernel does not load, take the compiled update, the same arithmetic. Set
+`OFFICIAL_BERT_FUSED_UPDATE=0` to use the compiled update everywhere.
+
+Build: the C++ compiler `$CXX` (default `g++`) against the installed TensorFlow's headers and
+library (`tf.sysconfig`), for this CPU (`-march=native`), into `$OFFICIAL_BERT_CACHE` (default
+`~/.cache/official_bert`) under a name hashed from the source, TensorFlow's version, the flags
+and the CPU, so that each machine builds it once (about 7 s); it is written under a temporary
+name, then renamed. Where the build or the load fails, `kernel()` logs why once and returns None.
+"""
+
+import functools
+import hashlib
+import os
+import pathlib
+import platform
+import subprocess
+import tempfile
+
+from absl import logging
+import tensorflow as tf
+
+from official_bert.common import cpuinfo
+
+SOURCE = pathlib.Path(__file__).with_name("adam_update.cc")
+ENABLE_VARIABLE = "OFFICIAL_BERT_FUSED_UPDATE"
+CACHE_VARIABLE = "OFFICIAL_BERT_CACHE"
+
+
+def enabled():
+  """Whether the kernel may be used: `OFFICIAL_BERT_FUSED_UPDATE` is not `0`."""
+  return os.environ.get(ENABLE_VARIABLE, "1") != "0"
+
+
+def _compile_flags():
+  # No fused multiply-adds, so that each operation rounds as TensorFlow's own do (`update`).
+  flags = ["-shared", "-fPIC", "-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno",
+           "-fopenmp-simd", "-w"]
+  if "avx512_fp16" in cpuinfo.flags():
+    # The Eigen headers TensorFlow ships do not compile with AVX512-FP16 turned on.
+    flags.append("-mno-avx512fp16")
+  return flags + tf.sysconfig.get_compile_flags()
+
+
+def build(cache_dir=None, compiler=None):
+  """Builds the kernel's library unless a build for this source, TensorFlow and CPU exists.
+
+  Args:
+    cache_dir: the folder of builds; default `$OFFICIAL_BERT_CACHE` or `~/.cache/official_bert`.
+    compiler: the C++ compiler; default `$CXX` or `g++`.
+
+  Returns:
+    The path of the library.
+
+  Raises:
+    RuntimeError: the compiler failed or is missing; the message has its output.
+  """
+  compiler = compiler or os.environ.get("CXX", "g++")
+  flags = _compile_flags()
+  link = tf.sysconfig.get_link_flags()
+  key = hashlib.sha256("\n".join([
+      SOURCE.read_text(), tf.__version__, compiler, *flags, *link, platform.machine(),
+      " ".join(sorted(cpuinfo.flags()))]).encode()).hexdigest()[:16]
+  cache_dir = pathlib.Path(cache_dir or os.environ.get(CACHE_VARIABLE)
+                           or pathlib.Path.home() / ".cache" / "official_bert")
+  library = cache_dir / f"adam_update-{key}.so"
+  if library.exists():
+    return library
+  cache_dir.mkdir(parents=True, exist_ok=True)
+  logging.info("Building the fused AdamW update kernel into %s (once per machine).", library)
+  handle, partial = tempfile.mkstemp(suffix=".so.partial", dir=cache_dir)
+  os.close(handle)
+  try:
+    result = subprocess.run([compiler, *flags, str(SOURCE), "-o", partial, *link],
+                            capture_output=True, text=True, check=False)
+  except OSError as error:
+    os.remove(partial)
+    raise RuntimeError(f"cannot run the C++ compiler {compiler!r}: {error}") from error
+  if result.returncode:
+    os.remove(partial)
+    raise RuntimeError(f"{compiler} failed on {SOURCE}:\n{result.stderr[-2000:]}")
+  os.replace(partial, library)
+  return library
+
+
+def kernel():
+  """The loaded kernel's module (`adam_weight_decay_bfloat16_update`), or None where it is
+  turned off (`enabled()`), cannot be built or cannot be loaded (logged once)."""
+  return _load() if enabled() else None
+
+
+@functools.cache
+def _load():
+  try:
+    return tf.load_op_library(str(build()))
+  except (RuntimeError, OSError, tf.errors.OpError) as error:
+    logging.warning("The fused AdamW update kernel is unavailable, so the compiled XLA update "
+                    "is used (slower in bfloat16 on CPUs): %s", error)
+    return None
+
+
+def sparse_rows(gradient):
+  """The rows of a sparse `tf.IndexedSlices` gradient as `(rows, row_gradients)`: the distinct
+  row indices (int32) and each one's summed float32 gradient, as `update` takes them.
+
+  Example:
+
+  >>> rows, grads = sparse_rows(tf.IndexedSlices(tf.ones([3, 2]), tf.constant([4, 1, 4])))
+  >>> rows.numpy().tolist(), grads.numpy().tolist()
+  ([4, 1], [[2.0, 2.0], [1.0, 1.0]])
+  """
+  rows, positions = tf.unique(tf.cast(gradient.indices, tf.int32))
+  summed = tf.math.unsorted_segment_sum(tf.cast(gradient.values, tf.float32), positions,
+                                        tf.size(rows))
+  return rows, summed
+
+
+def update(variable, m, v, copy, gradient, learning_rate, gradient_scale, beta_1, beta_2,
+           epsilon, weight_decay, rows=None, row_gradients=None):
+  """One `AdamWeightDecay` step of `variable` in place, with its moments and bfloat16 copy.
+
+  Per element, with `g = (gradient + the row's row_gradients) * gradient_scale` in float32:
+  `m += (g - m) * (1 - beta_1)`, `v += (g * g - v) * (1 - beta_2)`, then
+  `w -= (w * weight_decay) * learning_rate` and `w -= learning_rate * (m / (sqrt(v) + epsilon))`,
+  and the copy becomes `w` rounded to bfloat16: each operation rounded to float32 in that order,
+  as the compiled update of `AdamWeightDecay` (with Keras' decoupled decay) does.
+
+  Args:
+    variable, m, v: float32 variables of one shape (the weight and its moments).
+    copy: the weight's bfloat16 copy, same shape.
+    gradient: the dense bfloat16 gradient.
+    learning_rate, gradient_scale: float32 scalars (the scale clips by global norm).
+    beta_1, beta_2, epsilon, weight_decay: Python floats.
+    rows, row_gradients: optional distinct int32 row indices of a 2-D variable and their float32
+      gradients `[len(rows), width]` to add (`sparse_rows`).
+
+  Returns:
+    The kernel's operation (None when run eagerly).
+
+  Raises:
+    RuntimeError: the kernel is unavailable (`kernel()` is None).
+  """
+  ops = kernel()
+  if ops is None:
+    raise RuntimeError("The fused AdamW update kernel is unavailable; see the log.")
+  width = variable.shape[-1] if len(variable.shape) else 1
+  if rows is None:
+    rows, row_gradients = tf.zeros([0], tf.int32), tf.zeros([0, width], tf.float32)
+  return ops.adam_weight_decay_bfloat16_update(
+      variable.handle, m.handle, v.handle, copy.handle, gradient, rows, row_gradients,
+      tf.cast(learning_rate, tf.float32), tf.cast(gradient_scale, tf.float32),
+      # The rates as Keras computes them, in Python floats.
+      first_moment_rate=1 - beta_1, second_moment_rate=1 - beta_2, epsilon=float(epsilon),
+      weight_decay=float(weight_decay))

@@ -1,0 +1,94 @@
+"""`FusedUpdate`: a bfloat16 step's optimizer update, with `ops.adam_update`'s one-pass kernel
+for the weights read through bfloat16 copies.
+
+The weights whose gradient is a dense bfloat16 tensor from their copy (each transformer layer's
+kernels and biases, the masked-LM head's) and the tied word embeddings (that gradient plus the
+lookup's sparse float32 rows) are updated by the kernel; the rest (layer norms, the other
+embeddings, the pooler) by the compiled update, after the kernel's. Both clip by the global norm
+of all the gradients, which one XLA program reduces before either runs. A sparse part enters the
+norm exactly without a dense float32 table: `|D + S|^2 = |D|^2 + sum over S's rows r of
+(|D_r + S_r|^2 - |D_r|^2)`.
+"""
+
+import tensorflow as tf
+
+from official_bert import ops
+from official_bert.ops import adam_update
+from official_bert.training import optimization
+from official_bert.training.adam_weight_decay import AdamWeightDecay
+
+
+class FusedUpdate:
+  """The update of one step for `variables`, the fused kernel's part first.
+
+  Args:
+    optimizer: an `AdamWeightDecay` built for `variables`.
+    variables: the trained float32 variables, in the order of the gradients.
+    copies: their `ops.weight_copies.WeightCopies`.
+    clip_norm: the global norm the gradients are clipped to, or None.
+  """
+
+  def __init__(self, optimizer, variables, copies, clip_norm):
+    self.optimizer, self.variables, self.copies = optimizer, list(variables), copies
+    self.clip_norm = clip_norm
+    self._norm = tf.function(self._global_norm, jit_compile=True)
+
+  @staticmethod
+  def supports(optimizer, dtype):
+    """Whether steps that read `dtype` copies can use the kernel with `optimizer` (this loads
+    it, building it on first use)."""
+    return (isinstance(optimizer, AdamWeightDecay) and tf.as_dtype(dtype) == tf.bfloat16
+            and adam_update.kernel() is not None)
+
+  def __call__(self, direct, through_copies, apply_rest):
+    """Applies the gradients' two parts (`WeightCopies.gradients`); returns their global norm.
+
+    `apply_rest(indices, direct, through_copies, norm)` updates the variables the kernel does
+    not (their indices in `variables`, a tuple) and refreshes their copies; it runs after the
+    kernel's updates.
+    """
+    fused = [i for i, (own, copied) in enumerate(zip(direct, through_copies))
+             if _dense_bfloat16(copied) and (own is None or isinstance(own, tf.IndexedSlices))]
+    rest = [i for i in range(len(self.variables)) if i not in fused]
+    rows = {i: adam_update.sparse_rows(direct[i]) for i in fused if direct[i] is not None}
+    corrections = [_rows_correction(through_copies[i], *rows[i]) for i in rows]
+    norm = self._norm([through_copies[i] for i in fused], [direct[i] for i in rest],
+                      [through_copies[i] for i in rest], tf.add_n(corrections + [0.0]))
+    # `tf.clip_by_global_norm`'s factor.
+    scale = (self.clip_norm * tf.minimum(1.0 / norm, 1.0 / self.clip_norm) if self.clip_norm
+             else tf.constant(1.0))
+    learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
+    updates = []
+    for i in fused:
+      variable = self.variables[i]
+      m, v = self.optimizer.slots(variable)
+      decay = self.optimizer.weight_decay if self.optimizer._use_weight_decay(variable) else 0.0  # pylint: disable=protected-access
+      updates.append(adam_update.update(
+          variable, m, v, self.copies.copy_of(variable), through_copies[i], learning_rate,
+          scale, self.optimizer.beta_1, self.optimizer.beta_2, self.optimizer.epsilon,
+          decay or 0.0, *rows.get(i, (None, None))))
+    with tf.control_dependencies(updates):
+      # The compiled update also counts the step (`optimizer.iterations`), after the kernel
+      # has read the learning rate of this one.
+      apply_rest(tuple(rest), [direct[i] for i in rest],
+                 [through_copies[i] for i in rest], norm)
+    return norm
+
+  def _global_norm(self, fused_grads, rest_direct, rest_copied, extra_squares):
+    # Squared in float32: XLA converts the bfloat16 gradients in the same pass.
+    grads = ([tf.cast(g, tf.float32) for g in fused_grads]
+             + self.copies.combine(rest_direct, rest_copied))
+    # The form of the norm that XLA's CPU backend reduces quickly.
+    norm = ops.kernels("cpu_xla").global_norm(grads)
+    return tf.sqrt(tf.square(norm) + extra_squares) / optimization.loss_scale(self.optimizer)
+
+
+def _dense_bfloat16(gradient):
+  return (gradient is not None and not isinstance(gradient, tf.IndexedSlices)
+          and gradient.dtype == tf.bfloat16)
+
+
+def _rows_correction(dense, rows, row_gradients):
+  """What the sparse `row_gradients` at distinct `rows` add to the squared norm of `dense`."""
+  base = tf.cast(tf.gather(dense, rows), tf.float32)
+  return tf.reduce_sum(tf.square(base + row_gradients)) - tf.reduce_sum(tf.square(base))

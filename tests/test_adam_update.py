@@ -1,0 +1,177 @@
+"""The fused AdamW update kernel: its arithmetic against `AdamWeightDecay`, sparse rows, bad
+input, its build, and a bfloat16 pre-training step that uses it against the compiled update."""
+
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertConfig, BertPretrainer, ops
+from official_bert.models.losses import pretraining_losses
+from official_bert.ops import adam_update
+from official_bert.training import EngineConfig, Trainer, create_optimizer
+from official_bert.training.adam_weight_decay import AdamWeightDecay
+
+COMPILER = shutil.which(os.environ.get("CXX", "g++"))
+needs_compiler = pytest.mark.skipif(
+    COMPILER is None, reason="no C++ compiler: the fused kernel cannot be built here, and "
+    "training takes the compiled update (tested in test_ops_weight_copies.py)")
+
+CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+  yield
+  keras.mixed_precision.set_global_policy("float32")
+  ops.set_kernel_backend("cpu_xla")
+
+
+def _state(shape, seed):
+  rng = np.random.default_rng(seed)
+  return (rng.normal(size=shape).astype("float32"),
+          (rng.normal(size=shape) * 0.01).astype("float32"),
+          (rng.uniform(size=shape) * 1e-4).astype("float32"),
+          tf.cast(rng.normal(size=shape) * 0.01, tf.bfloat16))
+
+
+def _keras_step(weight, m, v, gradient, learning_rate, weight_decay):
+  """One `AdamWeightDecay` step by Keras from the given state."""
+  variable = keras.Variable(weight, name="kernel")
+  optimizer = AdamWeightDecay(learning_rate=learning_rate, weight_decay=weight_decay or None)
+  optimizer.build([variable])
+  first, second = optimizer.slots(variable)
+  first.assign(m)
+  second.assign(v)
+  optimizer.apply([tf.cast(gradient, tf.float32)], [variable])
+  return variable.numpy(), first.numpy(), second.numpy()
+
+
+def _fused_step(weight, m, v, gradient, learning_rate, weight_decay, scale=1.0, rows=None,
+                row_gradients=None):
+  variables = [tf.Variable(x) for x in (weight, m, v)]
+  copy = tf.Variable(tf.zeros(weight.shape, tf.bfloat16))
+  adam_update.update(*variables, copy, gradient, learning_rate, scale, 0.9, 0.999, 1e-6,
+                     weight_decay, rows, row_gradients)
+  return [x.numpy() for x in variables] + [copy]
+
+
+@needs_compiler
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+@pytest.mark.parametrize("shape", [(7, 300), (5,), (40, 1000)])
+def test_the_kernel_steps_as_adam_weight_decay(shape, weight_decay):
+  weight, m, v, gradient = _state(shape, seed=1)
+  expected = _keras_step(weight, m, v, gradient, 0.01, weight_decay)
+  *actual, copy = _fused_step(weight, m, v, gradient, 0.01, weight_decay)
+  for got, wanted in zip(actual, expected):
+    np.testing.assert_allclose(got, wanted, rtol=1e-6, atol=1e-9)
+  assert np.abs(actual[0] - weight).max() > 1e-3  # the step moved the weights
+  np.testing.assert_array_equal(copy.numpy(), tf.cast(actual[0], tf.bfloat16).numpy())
+
+
+@needs_compiler
+def test_the_gradient_scale_and_sparse_rows_enter_the_gradient():
+  weight, m, v, gradient = _state((6, 4), seed=2)
+  sparse = tf.IndexedSlices(tf.constant(np.arange(12, dtype="float32").reshape(3, 4) * 1e-3),
+                            tf.constant([4, 1, 4]), dense_shape=tf.constant([6, 4]))
+  dense = tf.cast(gradient, tf.float32) + tf.convert_to_tensor(sparse)
+  expected = _keras_step(weight, m, v, dense * 0.5, 0.01, 0.01)
+  rows, row_gradients = adam_update.sparse_rows(sparse)
+  actual = _fused_step(weight, m, v, gradient, 0.01, 0.01, scale=0.5, rows=rows,
+                       row_gradients=row_gradients)[:3]
+  for got, wanted in zip(actual, expected):
+    np.testing.assert_allclose(got, wanted, rtol=1e-6, atol=1e-9)
+
+
+@needs_compiler
+def test_bad_rows_and_shapes_are_refused_with_what_is_wrong():
+  weight, m, v, gradient = _state((6, 4), seed=3)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"rows\[1\] = 9 is outside \[0, 6\)"):
+    _fused_step(weight, m, v, gradient, 0.01, 0.0, rows=tf.constant([0, 9]),
+                row_gradients=tf.zeros([2, 4]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="repeated"):
+    _fused_step(weight, m, v, gradient, 0.01, 0.0, rows=tf.constant([2, 2]),
+                row_gradients=tf.zeros([2, 4]))
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape is \[6,4\]"):
+    _fused_step(weight, m, v, gradient[:3], 0.01, 0.0)
+
+
+@needs_compiler
+def test_the_build_is_reused_and_leaves_no_partial_file(tmp_path):
+  first = adam_update.build(cache_dir=tmp_path)
+  built = first.stat().st_mtime_ns
+  assert adam_update.build(cache_dir=tmp_path) == first and first.stat().st_mtime_ns == built
+  assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+def test_a_failed_build_says_why_and_leaves_nothing(tmp_path):
+  with pytest.raises(RuntimeError, match="cannot run the C\\+\\+ compiler"):
+    adam_update.build(cache_dir=tmp_path, compiler=str(tmp_path / "no-such-compiler"))
+  assert not list(tmp_path.iterdir())
+
+
+def test_the_kernel_can_be_turned_off(monkeypatch):
+  monkeypatch.setenv(adam_update.ENABLE_VARIABLE, "0")
+  assert adam_update.kernel() is None
+  with pytest.raises(RuntimeError, match="unavailable"):
+    adam_update.update(*[tf.Variable(tf.zeros([2]))] * 3, tf.Variable(tf.zeros([2], tf.bfloat16)),
+                       tf.zeros([2], tf.bfloat16), 0.1, 1.0, 0.9, 0.999, 1e-6, 0.0)
+
+
+# === A bfloat16 pre-training step on the kernel against the compiled update ===
+
+def _batch(batch=8, seq=12, predictions=3):
+  rng = np.random.default_rng(0)
+  features = {"input_word_ids": rng.integers(5, CONFIG.vocab_size, (batch, seq)).astype("int32"),
+              "input_mask": np.ones((batch, seq), "int32"),
+              "input_type_ids": np.zeros((batch, seq), "int32"),
+              "masked_lm_positions": np.tile(np.arange(1, 1 + predictions, dtype="int32"),
+                                             (batch, 1))}
+  labels = {"masked_lm_ids": rng.integers(5, CONFIG.vocab_size,
+                                          (batch, predictions)).astype("int32"),
+            "masked_lm_weights": np.ones((batch, predictions), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+  return lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat()
+
+
+def _trained(model_dir, fused, monkeypatch, clip_norm=1.0):
+  monkeypatch.setenv(adam_update.ENABLE_VARIABLE, "1" if fused else "0")
+  engine = EngineConfig(dtype="bfloat16", steps_per_loop=1, log_steps=1, seed=0,
+                        clip_norm=clip_norm)
+  strategy = engine.setup()
+  keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = BertPretrainer(CONFIG)
+    optimizer = create_optimizer("adamw", 1e-2, 30, 0, dtype="bfloat16")
+  trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
+                    model_dir=str(model_dir), config=engine)
+  before = [v.numpy() for v in model.trainable_variables]
+  logs = trainer.train(_batch(), 1)
+  return trainer, before, logs
+
+
+@needs_compiler
+@pytest.mark.parametrize("clip_norm", [1.0, 0.05])
+def test_a_step_on_the_kernel_matches_the_compiled_update(tmp_path, monkeypatch, clip_norm):
+  fused, before, fused_logs = _trained(tmp_path / "fused", True, monkeypatch, clip_norm)
+  compiled, _, compiled_logs = _trained(tmp_path / "compiled", False, monkeypatch, clip_norm)
+  # pylint: disable=protected-access
+  assert fused._fused_update is not None and compiled._fused_update is None
+  np.testing.assert_allclose(fused_logs["gradient_norm"], compiled_logs["gradient_norm"],
+                             rtol=1e-5)
+  assert int(fused.optimizer.iterations) == int(compiled.optimizer.iterations) == 1
+  for got, wanted in zip(fused.model.trainable_variables, compiled.model.trainable_variables):
+    np.testing.assert_allclose(got.numpy(), wanted.numpy(), rtol=1e-5, atol=1e-6)
+    m_got, v_got = fused.optimizer.slots(got)
+    m_wanted, v_wanted = compiled.optimizer.slots(wanted)
+    np.testing.assert_allclose(m_got.numpy(), m_wanted.numpy(), rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(v_got.numpy(), v_wanted.numpy(), rtol=1e-4, atol=1e-12)
+  table = fused.model.trainable_variables[0]
+  assert "word_embeddings" in table.path and np.abs(table.numpy() - before[0]).max() > 1e-3
+  for variable, copy in zip(fused._copies.variables, fused._copies.copies):
+    np.testing.assert_array_equal(copy.numpy(), tf.cast(variable, tf.bfloat16).numpy())
