@@ -15,6 +15,8 @@ from official_bert.ops import adam_update
 from official_bert.training import EngineConfig, Trainer, create_optimizer
 from official_bert.training.adam_weight_decay import AdamWeightDecay
 
+from testing import fixed_pretraining_batch
+
 COMPILER = shutil.which(os.environ.get("CXX", "g++"))
 needs_compiler = pytest.mark.skipif(
     COMPILER is None, reason="no C++ compiler: the fused kernel cannot be built here, and "
@@ -99,6 +101,8 @@ def test_bad_rows_and_shapes_are_refused_with_what_is_wrong():
                 row_gradients=tf.zeros([2, 4]))
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape is \[6,4\]"):
     _fused_step(weight, m, v, gradient[:3], 0.01, 0.0)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="must be scalars"):
+    _fused_step(weight, m, v, gradient, tf.constant([0.01, 0.02]), 0.0)
 
 
 @needs_compiler
@@ -125,20 +129,6 @@ def test_the_kernel_can_be_turned_off(monkeypatch):
 
 # === A bfloat16 pre-training step on the kernel against the compiled update ===
 
-def _batch(batch=8, seq=12, predictions=3):
-  rng = np.random.default_rng(0)
-  features = {"input_word_ids": rng.integers(5, CONFIG.vocab_size, (batch, seq)).astype("int32"),
-              "input_mask": np.ones((batch, seq), "int32"),
-              "input_type_ids": np.zeros((batch, seq), "int32"),
-              "masked_lm_positions": np.tile(np.arange(1, 1 + predictions, dtype="int32"),
-                                             (batch, 1))}
-  labels = {"masked_lm_ids": rng.integers(5, CONFIG.vocab_size,
-                                          (batch, predictions)).astype("int32"),
-            "masked_lm_weights": np.ones((batch, predictions), "float32"),
-            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
-  return lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat()
-
-
 def _trained(model_dir, fused, monkeypatch, clip_norm=1.0):
   monkeypatch.setenv(adam_update.ENABLE_VARIABLE, "1" if fused else "0")
   engine = EngineConfig(dtype="bfloat16", steps_per_loop=1, log_steps=1, seed=0,
@@ -151,7 +141,7 @@ def _trained(model_dir, fused, monkeypatch, clip_norm=1.0):
   trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
                     model_dir=str(model_dir), config=engine)
   before = [v.numpy() for v in model.trainable_variables]
-  logs = trainer.train(_batch(), 1)
+  logs = trainer.train(fixed_pretraining_batch(CONFIG.vocab_size), 1)
   return trainer, before, logs
 
 

@@ -11,6 +11,8 @@ from official_bert.models.losses import pretraining_losses
 from official_bert.ops import weight_copies
 from official_bert.training import EngineConfig, Trainer, create_optimizer
 
+from testing import fixed_pretraining_batch
+
 CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0)
@@ -70,20 +72,6 @@ def test_gradients_through_copies_and_direct_reads_combine_into_the_casts_gradie
 
 # === A bfloat16 training step that reads the copies ===
 
-def _batch(batch=8, seq=12, predictions=3):
-  rng = np.random.default_rng(0)
-  features = {"input_word_ids": rng.integers(5, CONFIG.vocab_size, (batch, seq)).astype("int32"),
-              "input_mask": np.ones((batch, seq), "int32"),
-              "input_type_ids": np.zeros((batch, seq), "int32"),
-              "masked_lm_positions": np.tile(np.arange(1, 1 + predictions, dtype="int32"),
-                                             (batch, 1))}
-  labels = {"masked_lm_ids": rng.integers(5, CONFIG.vocab_size,
-                                          (batch, predictions)).astype("int32"),
-            "masked_lm_weights": np.ones((batch, predictions), "float32"),
-            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
-  return lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat()
-
-
 def _trainer(model_dir, with_copies=True):
   engine = EngineConfig(dtype="bfloat16", steps_per_loop=3, log_steps=3, seed=0)
   strategy = engine.setup()
@@ -100,7 +88,8 @@ def _trainer(model_dir, with_copies=True):
 def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path):
   cast = _trainer(tmp_path / "cast", with_copies=False)
   copied = _trainer(tmp_path / "copies")
-  cast_logs, copied_logs = cast.train(_batch(), 3), copied.train(_batch(), 3)
+  batches = fixed_pretraining_batch(CONFIG.vocab_size)
+  cast_logs, copied_logs = cast.train(batches, 3), copied.train(batches, 3)
   assert cast._copies is None and copied._copies is not None  # pylint: disable=protected-access
   for name in ("loss", "masked_lm_loss", "gradient_norm"):
     np.testing.assert_allclose(copied_logs[name], cast_logs[name], rtol=1e-3)
@@ -114,17 +103,17 @@ def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path):
 
 def test_copies_are_not_saved_and_are_refreshed_from_a_restored_checkpoint(tmp_path):
   first = _trainer(tmp_path / "first")
-  first.train(_batch(), 3)
+  first.train(fixed_pretraining_batch(CONFIG.vocab_size), 3)
   saved = [name for name, _ in tf.train.list_variables(first.latest_checkpoint())]
   assert saved and not any("bfloat16" in name for name in saved)
-  first.train(_batch(), 6)
+  first.train(fixed_pretraining_batch(CONFIG.vocab_size), 6)
   expected = [v.numpy() for v in first.model.trainable_variables]
   # The newest checkpoint lost: the same trainer falls back to step 3 over its weights of step
   # 6, and its copies (made in its first `train`) must follow the restored weights for steps 4
   # to 6 to come out the same again.
   for path in tf.io.gfile.glob(first.latest_checkpoint() + ".data*"):
     tf.io.gfile.remove(path)
-  first.train(_batch(), 6)
+  first.train(fixed_pretraining_batch(CONFIG.vocab_size), 6)
   assert first.restored_checkpoint.endswith("ckpt-3")
   for actual, wanted in zip(first.model.trainable_variables, expected):
     np.testing.assert_allclose(actual.numpy(), wanted, rtol=1e-5, atol=1e-6)

@@ -197,6 +197,21 @@ def pretraining_dataset_fn(files, batch_size, is_training=True, seq_length=SEQ,
       seed=1, shuffle_buffer_size=100)
 
 
+def fixed_pretraining_batch(vocab_size, batch=8, seq=12, predictions=3):
+  """A `dataset_fn` repeating one random pre-training batch (seeded), for steps compared across
+  engines."""
+  rng = np.random.default_rng(0)
+  features = {"input_word_ids": rng.integers(5, vocab_size, (batch, seq)).astype("int32"),
+              "input_mask": np.ones((batch, seq), "int32"),
+              "input_type_ids": np.zeros((batch, seq), "int32"),
+              "masked_lm_positions": np.tile(np.arange(1, 1 + predictions, dtype="int32"),
+                                             (batch, 1))}
+  labels = {"masked_lm_ids": rng.integers(5, vocab_size, (batch, predictions)).astype("int32"),
+            "masked_lm_weights": np.ones((batch, predictions), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, batch).astype("int32")}
+  return lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat()
+
+
 def tiny_engine(**changes):
   """An `EngineConfig` for tests: deterministic, seed 1, no XLA, loops of 10 steps."""
   values = dict(enable_xla=False, steps_per_loop=10, log_steps=10, save_checkpoints_steps=1000,

@@ -24,6 +24,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/kernels/training_op_helpers.h"
 #include "tensorflow/core/util/work_sharder.h"
 
@@ -50,6 +51,7 @@ REGISTER_OP("AdamWeightDecayBfloat16Update")
     .Attr("second_moment_rate: float")
     .Attr("epsilon: float")
     .Attr("weight_decay: float")
+    .SetIsStateful()  // it writes its variables and returns nothing: never pruned or merged
     .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
 
 inline float FromBfloat16(uint16_t bits) {
@@ -102,6 +104,16 @@ class AdamWeightDecayBfloat16UpdateOp : public OpKernel {
                       variable.shape().DebugString(), ", but a slot, copy or gradient has ",
                       state->shape().DebugString())));
     }
+    for (int input : {7, 8}) {
+      OP_REQUIRES(context, ::tensorflow::TensorShapeUtils::IsScalar(context->input(input).shape()),
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "AdamWeightDecayBfloat16Update: learning_rate and gradient_scale must be "
+                      "scalars, got ", context->input(input).shape().DebugString())));
+    }
+    OP_REQUIRES(context, rows.dims() == 1,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "AdamWeightDecayBfloat16Update: rows must be a vector, got ",
+                    rows.shape().DebugString())));
     const int64_t size = variable.NumElements();
     const int64_t width = variable.dims() > 0 ? variable.dim_size(variable.dims() - 1) : 1;
     const int64_t height = width > 0 ? size / width : 0;
