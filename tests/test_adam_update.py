@@ -9,26 +9,24 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertConfig, BertPretrainer, ops
-from official_bert.models.losses import pretraining_losses
+from official_bert import ops
 from official_bert.ops import adam_update
-from official_bert.training import EngineConfig, Trainer, create_optimizer
+from official_bert.training import EngineConfig
 from official_bert.training.adam_weight_decay import AdamWeightDecay
 
-from testing import fixed_pretraining_batch
+from testing import fixed_pretraining_batch, make_trainer, tiny_bert_config
 
 COMPILER = shutil.which(os.environ.get("CXX", "g++"))
 needs_compiler = pytest.mark.skipif(
     COMPILER is None, reason="no C++ compiler: the fused kernel cannot be built here, and "
     "training takes the compiled update (tested in test_ops_weight_copies.py)")
 
-CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                    attention_probs_dropout_prob=0.0)
+CONFIG = tiny_bert_config(60, hidden_size=32, max_position_embeddings=32, dropout=0.0)
 
 
 @pytest.fixture(autouse=True)
-def float32_policy():
+def restore_policy_and_kernels():
+  """The bfloat16 trainers below set both process-wide; the next test gets the defaults."""
   yield
   keras.mixed_precision.set_global_policy("float32")
   ops.set_kernel_backend("cpu_xla")
@@ -131,16 +129,11 @@ def test_the_kernel_can_be_turned_off(monkeypatch):
 
 def _trained(model_dir, fused, monkeypatch, clip_norm=1.0):
   monkeypatch.setenv(adam_update.ENABLE_VARIABLE, "1" if fused else "0")
-  engine = EngineConfig(dtype="bfloat16", steps_per_loop=1, log_steps=1, seed=0,
-                        clip_norm=clip_norm)
-  strategy = engine.setup()
-  keras.utils.set_random_seed(0)
-  with strategy.scope():
-    model = BertPretrainer(CONFIG)
-    optimizer = create_optimizer("adamw", 1e-2, 30, 0, dtype="bfloat16")
-  trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
-                    model_dir=str(model_dir), config=engine)
-  before = [v.numpy() for v in model.trainable_variables]
+  keras.utils.set_random_seed(0)  # the same initial weights for both
+  trainer = make_trainer(model_dir, CONFIG, EngineConfig(
+      dtype="bfloat16", steps_per_loop=1, log_steps=1, seed=0, clip_norm=clip_norm),
+      learning_rate=1e-2, num_steps=30)
+  before = [v.numpy() for v in trainer.model.trainable_variables]
   logs = trainer.train(fixed_pretraining_batch(CONFIG.vocab_size), 1)
   return trainer, before, logs
 
