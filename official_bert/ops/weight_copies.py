@@ -6,11 +6,12 @@ when it reads them, and each weight's gradient comes back through that cast: two
 weights per step besides the products. Where the step runs as TensorFlow's graph and XLA compiles
 the update apart (bfloat16 on a CPU, `official_bert.training.accelerators`), the two casts are
 separate passes over memory, a tenth of a BERT-Base bfloat16 pre-training step's op time measured
-with `tf.profiler`. The update already reads and writes every weight in one fused pass; there it
-also writes a bfloat16 copy of each, which the next step reads as it is. The gradients then come
-back in bfloat16, and the compiled update turns them into float32 in the same pass that applies
-them. The float32 weights stay the master weights (the optimizer's and the checkpoint's); the
-copies are neither trained nor saved.
+with `tf.profiler`. The update already reads and writes every weight; there it also writes a
+bfloat16 copy of each, which the next step reads as it is. The gradients then come back in
+bfloat16, and the update turns them into float32 as it applies them (the fused kernel of
+`ops.adam_update` in one pass per weight, XLA's compiled update in a few). The float32 weights
+stay the master weights (the optimizer's and the checkpoint's); the copies are neither trained nor
+saved.
 
 Layers read a weight with `read(variable, dtype)`: a cast, or the variable's copy while the step's
 forward pass is traced inside `WeightCopies.reading()`.

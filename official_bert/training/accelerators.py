@@ -114,7 +114,7 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
                   f"{'on' if xla else 'off'}")
   compile_update = cpu and not xla and not inference
   if compile_update:
-    reason += "; XLA compiles the optimizer update apart (one fused pass per variable)"
+    reason += "; XLA compiles the optimizer update apart"
   warning = None
   if bf16_on_cpu and not has_bf16_hardware(cpu_flags):
     warning = ("bfloat16 on a CPU without bfloat16 units (no amx_bf16 or avx512_bf16 among its "

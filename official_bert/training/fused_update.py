@@ -62,11 +62,12 @@ class FusedUpdate:
     for i in fused:
       variable = self.variables[i]
       m, v = self.optimizer.slots(variable)
-      decay = self.optimizer.weight_decay if self.optimizer._use_weight_decay(variable) else 0.0  # pylint: disable=protected-access
+      # Keras' own test of the exemptions (`exclude_from_weight_decay`).
+      decays = self.optimizer._use_weight_decay(variable)  # pylint: disable=protected-access
       updates.append(adam_update.update(
           variable, m, v, self.copies.copy_of(variable), through_copies[i], learning_rate,
           scale, self.optimizer.beta_1, self.optimizer.beta_2, self.optimizer.epsilon,
-          decay or 0.0, *rows.get(i, (None, None))))
+          (self.optimizer.weight_decay or 0.0) if decays else 0.0, *rows.get(i, (None, None))))
     with tf.control_dependencies(updates):
       # The compiled update also counts the step (`optimizer.iterations`), after the kernel
       # has read the learning rate of this one.
