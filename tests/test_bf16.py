@@ -46,6 +46,38 @@ def test_bfloat16_on_a_cpu_without_bf16_units_warns_that_float32_is_better():
   assert accelerators.choose("GPU", "bfloat16", NO_BF16).warning is None
 
 
+def test_bfloat16_with_onednn_turned_off_warns_that_the_bf16_units_go_unused():
+  choice = accelerators.choose("CPU", "bfloat16", AMX, onednn=False)
+  assert (choice.enable_xla, choice.kernels) == (False, "cpu_onednn")
+  assert "TF_ENABLE_ONEDNN_OPTS=0" in choice.warning
+  assert accelerators.choose("CPU", "bfloat16", AMX, onednn=True).warning is None
+  # None: TensorFlow's default for the CPU, on wherever there are bfloat16 units.
+  assert accelerators.choose("CPU", "bfloat16", AMX).warning is None
+  assert accelerators.choose("CPU", "bfloat16", AMX, enable_xla=True, onednn=False).warning is None
+
+
+@pytest.mark.parametrize("flags, by_default", [
+    (AMX, True), ({"avx512f", "avx512_vnni"}, True), ({"avx2", "avx_vnni"}, True),
+    ({"avx512f", "avx512_bf16"}, True), (NO_BF16, False), ({"avx2"}, False), (set(), False)])
+def test_onednn_is_on_by_default_where_the_cpu_has_neural_network_instructions(flags, by_default):
+  assert accelerators.onednn_by_default(flags) is by_default
+  assert accelerators.onednn_enabled(flags, {}) is by_default
+  assert accelerators.onednn_enabled(flags, {"TF_ENABLE_ONEDNN_OPTS": "not a switch"}) is by_default
+  for value, enabled in (("1", True), ("true", True), ("TRUE", True), ("0", False),
+                         ("false", False)):
+    assert accelerators.onednn_enabled(flags, {"TF_ENABLE_ONEDNN_OPTS": value}) is enabled
+
+
+def test_the_engine_reads_whether_this_process_has_onednn(monkeypatch):
+  monkeypatch.setattr(accelerators, "cpu_flags", lambda: AMX)
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+  assert "TF_ENABLE_ONEDNN_OPTS=0" in EngineConfig(dtype="bfloat16").accelerator_choice(
+      strategy).warning
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+  assert EngineConfig(dtype="bfloat16").accelerator_choice(strategy).warning is None
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_other_cpu_dtypes_keep_xla_and_its_kernels(dtype):
   choice = accelerators.choose("CPU", dtype, AMX)

@@ -34,6 +34,13 @@ TEXTS = ["The cat sat on the mat.", "A dog ran in the park, did it?", "the cat d
 # Larger initial weights than BERT's 0.02, so that the logits are far from 0 and the bfloat16
 # rounding shows in the probabilities.
 CONFIG = tiny_bert_config(len(VOCAB), hidden_size=32, initializer_range=0.3)
+# CPUs by their vendor and /proc/cpuinfo flags: TensorFlow turns oneDNN on by default on the first
+# three (neural-network instructions), not on the last two.
+INTEL_AMX = ("GenuineIntel", frozenset({"avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"}))
+INTEL_CASCADE_LAKE = ("GenuineIntel", frozenset({"avx512f", "avx512_vnni"}))
+AMD_ZEN4 = ("AuthenticAMD", frozenset({"avx512f", "avx512_vnni", "avx512_bf16"}))
+INTEL_SKYLAKE = ("GenuineIntel", frozenset({"avx2", "avx512f"}))
+AMD_ZEN3 = ("AuthenticAMD", frozenset({"avx2"}))
 IDS = {"input_word_ids": np.array([[2, 5, 6, 7, 3, 0], [2, 11, 12, 13, 14, 3]], "int32"),
        "input_mask": np.array([[1, 1, 1, 1, 1, 0], [1] * 6], "int32"),
        "input_type_ids": np.zeros((2, 6), "int32")}
@@ -63,6 +70,13 @@ for name, directory in job["dirs"].items():
   }
 json.dump(results, sys.stdout)
 """
+
+
+def _on_cpu(cpu):
+  """Makes the export's choice as it would be made on `cpu`, a (vendor, flags) pair."""
+  vendor, flags = cpu
+  return mock.patch.multiple(accelerators, cpu_vendor=mock.Mock(return_value=vendor),
+                             cpu_flags=mock.Mock(return_value=flags))
 
 
 def _classifier():
@@ -104,17 +118,25 @@ def test_dtype_choices():
   assert not precision.default_jit_compile("bfloat16")
 
 
-@pytest.mark.parametrize("vendor, jit_compile, kernels", [("GenuineIntel", False, "cpu_onednn"),
-                                                          ("AuthenticAMD", True, "cpu_xla")])
-def test_float32_serves_without_xla_where_tensorflow_runs_onednn_by_default(
-    vendor, jit_compile, kernels):
-  with mock.patch.object(accelerators, "cpu_vendor", return_value=vendor):
+@pytest.mark.parametrize("cpu, jit_compile, kernels", [
+    (INTEL_AMX, False, "cpu_onednn"), (INTEL_CASCADE_LAKE, False, "cpu_onednn"),
+    (AMD_ZEN4, True, "cpu_xla"), (INTEL_SKYLAKE, True, "cpu_xla"), (AMD_ZEN3, True, "cpu_xla")])
+def test_float32_serves_without_xla_on_intel_cpus_where_tensorflow_runs_onednn_by_default(
+    cpu, jit_compile, kernels):
+  with _on_cpu(cpu):
     choice = precision.serving_choice("float32")
   assert (choice.enable_xla, choice.kernels, choice.compile_update) == (
       jit_compile, kernels, False)
   assert ("oneDNN" in choice.reason) is not jit_compile
   # Training keeps XLA for float32 on any CPU.
-  assert accelerators.choose("CPU", "float32", cpu_vendor=vendor).enable_xla
+  assert accelerators.choose("CPU", "float32", cpu[1], cpu_vendor=cpu[0]).enable_xla
+
+
+@pytest.mark.parametrize("cpu", [INTEL_AMX, INTEL_CASCADE_LAKE, AMD_ZEN4, INTEL_SKYLAKE, AMD_ZEN3])
+def test_bfloat16_serves_without_xla_on_onednn_kernels_on_every_cpu(cpu):
+  with _on_cpu(cpu):
+    choice = precision.serving_choice("bfloat16")
+  assert (choice.enable_xla, choice.kernels) == (False, "cpu_onednn")
 
 
 @pytest.mark.slow
@@ -124,9 +146,9 @@ def test_bfloat16_export_serves_within_1e_2_of_float32(tmp_path):
   model = _classifier()
   options = dict(vocab_file=str(vocab_file), do_lower_case=True, max_seq_length=16,
                  labels=["a", "b", "c"])
-  # The float32 export as an Intel CPU writes it (no XLA, the `cpu_onednn` inference forms),
+  # The float32 export as an AMX Xeon writes it (no XLA, the `cpu_onednn` inference forms),
   # whatever CPU runs this test.
-  with mock.patch.object(accelerators, "cpu_vendor", return_value="GenuineIntel"):
+  with _on_cpu(INTEL_AMX):
     export_classifier(model, tmp_path / "float32", dtype="float32", **options)
   assert not _xla_functions(tmp_path / "float32")
   # The bfloat16 one from a model folder, as export_saved_model.py --dtype=bfloat16 writes it.
@@ -206,15 +228,16 @@ def test_a_task_exports_in_the_dtype_it_trained_in(tmp_path, policy, stored):
       policy == "float32" and precision.default_jit_compile("float32"))
 
 
-@pytest.mark.parametrize("dtype, vendor, jit_compile, kernels", [
-    ("bfloat16", "GenuineIntel", False, "cpu_onednn"),
-    ("float32", "GenuineIntel", False, "cpu_onednn"),
-    ("float32", "AuthenticAMD", True, "cpu_xla")])
-def test_the_served_model_is_built_on_the_chosen_kernels(dtype, vendor, jit_compile, kernels):
+@pytest.mark.parametrize("dtype, cpu, jit_compile, kernels", [
+    ("bfloat16", INTEL_AMX, False, "cpu_onednn"),
+    ("bfloat16", AMD_ZEN4, False, "cpu_onednn"),
+    ("float32", INTEL_AMX, False, "cpu_onednn"),
+    ("float32", AMD_ZEN4, True, "cpu_xla")])
+def test_the_served_model_is_built_on_the_chosen_kernels(dtype, cpu, jit_compile, kernels):
   with ops.use_kernels("cpu_xla"):
     model = BertClassifier(CONFIG, num_classes=2)
   expected = tf.nn.softmax(model(IDS)["logits"])
-  with mock.patch.object(accelerators, "cpu_vendor", return_value=vendor):
+  with _on_cpu(cpu):
     served, served_jit_compile = saved_model._serving_model(model, dtype, None)
   assert served_jit_compile is jit_compile
   assert ops.backends_of(served) == {kernels}

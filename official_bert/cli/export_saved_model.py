@@ -38,12 +38,12 @@ def define_flags():
                     "max_seq_length; 'none' pads every batch to max_seq_length.")
   flags.DEFINE_enum("dtype", "float32", list(export.SERVING_DTYPES),
                     "The dtype the SavedModel stores its weights in and computes in: bfloat16 "
-                    "serves faster on CPUs with AMX (outputs stay float32).")
+                    "serves faster on CPUs with AMX or AVX512-BF16 (outputs stay float32).")
   flags.DEFINE_bool("jit_compile", None,
                     "Compile the model (not the tokenizer) with XLA inside the SavedModel. "
                     "Default: off for bfloat16 (XLA's CPU code has no AMX kernels) and for "
-                    "float32 on Intel CPUs (TensorFlow's oneDNN kernels serve it faster), on "
-                    "for float32 on other CPUs.")
+                    "float32 on Intel CPUs with VNNI, AVX512-BF16 or AMX (TensorFlow's oneDNN "
+                    "kernels serve it faster), on for float32 on other CPUs.")
 
 
 def _buckets(values):

@@ -9,11 +9,13 @@ oneDNN runs its matrix products at about four times the float32 rate.
 XLA (`jit_compile`) and the kernels are chosen per dtype and CPU from
 `benchmarks/serving_throughput.py` (`official_bert.training.accelerators.choose`): off for
 bfloat16, since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them
-(BERT-Base, batch 8, sequence 128: 3.1x the float32 export); off for float32 too where TensorFlow
-runs its oneDNN kernels by default (Intel CPUs), whose fused inference forms (`cpu_onednn`)
-served 1.10x XLA; on for float32 elsewhere, where the graph runs on TensorFlow's own kernels
-at two thirds of XLA's speed. The export is built on the chosen kernels, whatever the kernels
-the model was trained on.
+(BERT-Base, batch 8, sequence 128: 3.1x the float32 export on an AMX Xeon, 1.9x on an AMD EPYC
+with AVX512-BF16); off for float32 too on Intel CPUs where TensorFlow runs its oneDNN kernels by
+default (`accelerators.onednn_by_default`), whose fused inference forms (`cpu_onednn`) served
+1.10x XLA; on for float32 elsewhere: 1.5x the graph on TensorFlow's own kernels, 1.05x the
+`cpu_onednn` graph on the AMD EPYC. The export is built on the chosen kernels, whatever the
+kernels the model was trained on. A server is expected to run on the kind of CPU the export was
+made on, with TensorFlow's default for it.
 
 Example:
 

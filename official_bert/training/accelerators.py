@@ -8,12 +8,14 @@ The one place that decides, from measurements on each kind of device
   at every BERT size, with the `cpu_xla` kernels shaped for it.
 * CPUs, bfloat16: no XLA, and the `cpu_onednn` kernels. XLA's CPU backend computes bfloat16
   products without the CPU's bfloat16 units (AMX, AVX512-BF16), at about float32's speed;
-  TensorFlow's oneDNN kernels use them, at about four times float32's speed on an AMX CPU.
-* Serving float32 on a CPU whose TensorFlow runs oneDNN's kernels by default (Intel CPUs): no
-  XLA, and the `cpu_onednn` inference forms (products fused with their bias and activation,
-  one-pass layer norms, attention on fused batched products), 1.10x XLA for a BERT-Base
-  SavedModel at batch 8. Elsewhere (TensorFlow leaves oneDNN off on other vendors' CPUs), XLA,
-  which ran 1.5x the same graph on TensorFlow's own kernels.
+  TensorFlow's oneDNN kernels use them, at about four times float32's speed on an AMX CPU and
+  twice on one with AVX512-BF16 alone (AMD Zen 4).
+* Serving float32 on an Intel CPU where TensorFlow runs oneDNN's kernels by default (those
+  with VNNI, AVX512-BF16 or AMX: `onednn_by_default`): no XLA, and the `cpu_onednn` inference
+  forms (products fused with their bias and activation, one-pass layer norms, attention on fused
+  batched products), 1.10x XLA for a BERT-Base SavedModel at batch 8 on an AMX Xeon. Elsewhere,
+  XLA: it ran 1.5x the graph on TensorFlow's own kernels (where oneDNN is off by default), and
+  1.05x the `cpu_onednn` graph on an AMD EPYC with AVX512-BF16 (batch 1: 134 against 180 ms).
 * CPUs without XLA for the step: XLA still compiles the update apart (gradient clipping and the
   optimizer's float32 element-wise work over every weight, fused into one pass per variable). In
   TensorFlow's graph the same update runs as a dozen separate passes over each variable: a
@@ -24,7 +26,8 @@ The one place that decides, from measurements on each kind of device
 
 An explicit `enable_xla` or `kernels` wins; `kernels=auto` then follows XLA (`cpu_xla` with XLA,
 `cpu_onednn` without it, on CPUs). A CPU without bfloat16 units runs bfloat16 products in
-software, slower than float32, so choosing bfloat16 there comes with a warning.
+software, slower than float32, and so does one whose process has oneDNN turned off
+(`TF_ENABLE_ONEDNN_OPTS=0`): choosing bfloat16 there comes with a warning.
 
 Example:
 
@@ -36,12 +39,18 @@ True
 """
 
 import dataclasses
+import os
 
 from official_bert import ops
 from official_bert.common import cpuinfo
 
 # /proc/cpuinfo flags of CPUs with bfloat16 arithmetic units.
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+# /proc/cpuinfo flags of the neural-network instructions (VNNI, AVX512-BF16, AMX) with which
+# TensorFlow's Linux build turns its oneDNN kernels on when `TF_ENABLE_ONEDNN_OPTS` is unset.
+ONEDNN_DEFAULT_CPU_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
+                            "amx_bf16")
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +77,32 @@ class Choice:
 cpu_flags, cpu_vendor = cpuinfo.flags, cpuinfo.vendor
 
 
-def onednn_by_default(vendor):
-  """Whether TensorFlow runs its oneDNN CPU kernels without `TF_ENABLE_ONEDNN_OPTS=1` on a CPU of
-  this `vendor` (on Intel's; off on others')."""
-  return vendor == "GenuineIntel"
+def onednn_by_default(flags):
+  """Whether TensorFlow runs its oneDNN CPU kernels, `TF_ENABLE_ONEDNN_OPTS` unset, on a Linux CPU
+  with these /proc/cpuinfo `flags`: on those with neural-network instructions (Intel's since
+  Cascade Lake, AMD's since Zen 4), not on older ones (Skylake, Zen 3), whoever made them."""
+  return any(flag in flags for flag in ONEDNN_DEFAULT_CPU_FLAGS)
+
+
+def onednn_enabled(flags, environ=os.environ):
+  """Whether TensorFlow runs its oneDNN CPU kernels in a process started with `environ`.
+
+  Args:
+    flags: the CPU's /proc/cpuinfo flags (`cpu_flags()`).
+    environ: the process environment; `TF_ENABLE_ONEDNN_OPTS` decides where it is `1`, `true`,
+      `0` or `false` (as TensorFlow reads it), else `onednn_by_default(flags)`.
+
+  Example:
+
+  >>> onednn_enabled({"avx2"}, {"TF_ENABLE_ONEDNN_OPTS": "1"})
+  True
+  >>> onednn_enabled({"amx_bf16"}, {"TF_ENABLE_ONEDNN_OPTS": "0"})
+  False
+  """
+  value = environ.get(ONEDNN_VARIABLE, "").strip().lower()
+  if value in ("1", "true", "0", "false"):
+    return value in ("1", "true")
+  return onednn_by_default(flags)
 
 
 def has_bf16_hardware(flags):
@@ -80,7 +111,7 @@ def has_bf16_hardware(flags):
 
 
 def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="auto",
-           inference=False, cpu_vendor=None):
+           inference=False, cpu_vendor=None, onednn=None):
   """Chooses XLA and the kernel backend for steps on `device_type` in `dtype`.
 
   Args:
@@ -91,6 +122,9 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
     kernels: `auto`, or a backend of `official_bert.ops.BACKENDS` to decide yourself.
     inference: for a model that only serves (an export), not for training steps.
     cpu_vendor: the CPU's `vendor_id` (`cpu_vendor()`), read for float32 inference on a CPU.
+    onednn: whether the process that runs the steps has TensorFlow's oneDNN kernels on
+      (`onednn_enabled`), read for bfloat16 on a CPU; None: `onednn_by_default(cpu_flags)`, as
+      in a server started without `TF_ENABLE_ONEDNN_OPTS`.
 
   Returns:
     A `Choice`.
@@ -103,9 +137,11 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
   elif bf16_on_cpu:
     xla, reason = False, ("XLA off: its CPU backend computes bfloat16 products without the CPU's "
                           "bfloat16 units, TensorFlow's oneDNN kernels use them")
-  elif cpu and inference and dtype == "float32" and onednn_by_default(cpu_vendor):
-    xla, reason = False, ("XLA off: on this CPU TensorFlow's oneDNN kernels are on by default, "
-                          "and its fused inference forms served float32 faster than XLA")
+  elif (cpu and inference and dtype == "float32" and cpu_vendor == "GenuineIntel"
+        and onednn_by_default(cpu_flags)):
+    xla, reason = False, ("XLA off: on this Intel CPU TensorFlow's oneDNN kernels are on by "
+                          "default, and their fused inference forms served float32 faster than "
+                          "XLA")
   else:
     xla, reason = True, f"XLA on: measured fastest for {dtype} on {device_type}"
   backend = ops.resolve_backend(kernels, device_type, xla=xla)
@@ -120,5 +156,10 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
     warning = ("bfloat16 on a CPU without bfloat16 units (no amx_bf16 or avx512_bf16 among its "
                "flags) runs its products in software, slower than float32: float32 is the "
                "better choice on this machine.")
+  elif bf16_on_cpu and not xla and not (onednn_by_default(cpu_flags) if onednn is None
+                                          else onednn):
+    warning = (f"bfloat16 with TensorFlow's oneDNN kernels off ({ONEDNN_VARIABLE}=0 in this "
+               "process) runs its products without the CPU's bfloat16 units, no faster than "
+               f"float32: unset {ONEDNN_VARIABLE} or set it to 1 before TensorFlow is imported.")
   return Choice(enable_xla=xla, kernels=backend, reason=reason, warning=warning,
                 compile_update=compile_update)

@@ -129,5 +129,7 @@ class EngineConfig:
       An `accelerators.Choice`: `enable_xla` and `kernels` as given, or as measured fastest
       for the strategy's device type and this config's dtype.
     """
-    return accelerators.choose(distribution.device_type(strategy), self.dtype,
-                               accelerators.cpu_flags(), self.enable_xla, self.kernels)
+    flags = accelerators.cpu_flags()
+    return accelerators.choose(distribution.device_type(strategy), self.dtype, flags,
+                               self.enable_xla, self.kernels,
+                               onednn=accelerators.onednn_enabled(flags))
