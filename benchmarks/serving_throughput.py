@@ -3,7 +3,8 @@
 For each BERT size (random weights of a `BertConfig` preset), sequence length and serving dtype
 (`--dtypes`: float32, and bfloat16 with its weights stored in bfloat16), the classifier and the
 encoder are exported with XLA off and on (`--xla`) and loaded in a fresh process that imports only
-TensorFlow and tensorflow-text, with `tf.saved_model.load`, as TF Serving loads them. Each
+TensorFlow and tensorflow-text, with `tf.saved_model.load`, as TF Serving loads them, and that runs
+TensorFlow's oneDNN kernels as a server on this CPU would by default (`--server_onednn`). Each
 signature is timed there:
 
 * latency: one request of one text (batch 1), p50 and p99 over `--latency_calls` calls;
@@ -53,7 +54,9 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, configs
+from official_bert.common import cpuinfo
 from official_bert.export import export_classifier, export_encoder, precision
+from official_bert.training import accelerators
 
 flags.DEFINE_bool("smoke", False, "A tiny model, one sequence length, a few calls: checks that "
                   "the benchmark runs.")
@@ -68,6 +71,10 @@ flags.DEFINE_list("signatures", ["serving_default", "serve_token_ids"], "The sig
 flags.DEFINE_string("torch_python", None,
                     "Python of an environment with torch and transformers for the Hugging Face "
                     "rows; default: this Python if it has them.")
+flags.DEFINE_enum("server_onednn", "default", ["default", "on", "off"],
+                  "TensorFlow's oneDNN kernels in the serving process: 'default' leaves "
+                  "TF_ENABLE_ONEDNN_OPTS unset there, as in a server started without it (on for "
+                  "CPUs with VNNI, AVX512-BF16 or AMX); 'on' or 'off' sets it to 1 or 0.")
 flags.DEFINE_integer("latency_calls", 50, "Calls at batch 1 for p50 and p99.")
 flags.DEFINE_float("seconds", 3.0, "Timed seconds per throughput cell (at least two calls).")
 flags.DEFINE_string("vocab_file", "../shared/data/vocab/bert-base-uncased-vocab.txt",
@@ -131,6 +138,16 @@ results["peak"] = {dtype: max(value, peak(dtype, job["peak_size"]))
                    for dtype, value in results["peak"].items()}
 json.dump(results, sys.stdout)
 """
+
+
+def server_environment(setting, environ):
+  """The serving process's environment: `environ` with `TF_ENABLE_ONEDNN_OPTS` as `setting` says
+  (`default`: unset; `on`: 1; `off`: 0)."""
+  environment = {key: value for key, value in environ.items()
+                 if key != accelerators.ONEDNN_VARIABLE}
+  if setting != "default":
+    environment[accelerators.ONEDNN_VARIABLE] = "1" if setting == "on" else "0"
+  return environment
 
 
 def load_average():
@@ -235,8 +252,12 @@ def main(argv):
   for dtype in FLAGS.dtypes:
     precision.check_dtype(dtype)
   xla_modes = [{"off": False, "on": True}[mode] for mode in FLAGS.xla]
+  environment = server_environment(FLAGS.server_onednn, os.environ)
+  onednn = accelerators.onednn_enabled(cpuinfo.flags(), environment)
   print(f"start: {load_average()}; TF {tf.__version__}, TF_ENABLE_ONEDNN_OPTS="
-        f"{os.environ['TF_ENABLE_ONEDNN_OPTS']}; CPU flags: {cpu_flags()}", flush=True)
+        f"{os.environ['TF_ENABLE_ONEDNN_OPTS']}; serving processes: TF_ENABLE_ONEDNN_OPTS "
+        f"{environment.get(accelerators.ONEDNN_VARIABLE, 'unset')}, oneDNN "
+        f"{'on' if onednn else 'off'}; CPU flags: {cpu_flags()}", flush=True)
   workdir = tempfile.mkdtemp(prefix="serving_throughput_")
   vocab_file, words = vocabulary(FLAGS.vocab_file, workdir, FLAGS.smoke)
   rows, notes = [], []
@@ -263,7 +284,7 @@ def main(argv):
              # A smoke run checks that the peak is measured, not its value: small products.
              "peak_size": 512 if FLAGS.smoke else 4096}
       served = subprocess.run([sys.executable, "-c", _SERVER], input=json.dumps(job),
-                              capture_output=True, text=True, check=False)
+                              capture_output=True, text=True, check=False, env=environment)
       if served.returncode:
         raise RuntimeError(f"The serving process failed:\n{served.stderr[-3000:]}")
       result = json.loads(served.stdout)

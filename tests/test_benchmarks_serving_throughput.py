@@ -14,6 +14,9 @@ import sys
 
 import pytest
 
+from official_bert.common import cpuinfo
+from official_bert.training import accelerators
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "serving_throughput.py"
 DTYPES = ("float32", "bfloat16")
 
@@ -31,6 +34,9 @@ def test_smoke_run_prints_every_cell():
   assert run.returncode == 0, run.stderr[-3000:]
   out = run.stdout
   assert re.search(r"start: load average [\d.]+ on \d+ CPUs", out)
+  # The servers run with TensorFlow's default for this CPU, as one started without the variable.
+  onednn = "on" if accelerators.onednn_by_default(cpuinfo.flags()) else "off"
+  assert f"serving processes: TF_ENABLE_ONEDNN_OPTS unset, oneDNN {onednn};" in out
   rows = [line.split() for line in out.splitlines() if line.startswith("smoke ")]
   # Two models x two dtypes x two signatures x batch 1 and 4.
   saved = [row for row in rows if row[4] == "SavedModel"]
@@ -67,3 +73,20 @@ def test_smoke_run_prints_every_cell():
   for dtype in DTYPES:
     assert re.search(rf"{dtype} tf.matmul peak in the serving processes: \d+ to \d+ GFLOP/s",
                      out)
+
+
+
+def test_the_serving_processes_run_with_the_asked_onednn_setting():
+  # In a process of its own: importing the script defines its flags and sets the environment.
+  check = """
+import serving_throughput as s
+environ = {"TF_ENABLE_ONEDNN_OPTS": "1", "PATH": "/bin"}
+assert s.server_environment("default", environ) == {"PATH": "/bin"}
+assert s.server_environment("on", {}) == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+assert s.server_environment("off", environ) == {"TF_ENABLE_ONEDNN_OPTS": "0", "PATH": "/bin"}
+"""
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, SCRIPT.parents[:2])),
+         "TF_CPP_MIN_LOG_LEVEL": "2"}
+  run = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
+                       timeout=300, check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
