@@ -2,6 +2,10 @@
 
 Examples that write files (a vocabulary, a TFRecord file, a checkpoint) can then use short
 relative paths, as a user would, and leave nothing behind.
+
+The test files with end-to-end (`slow`) tests run first: `dev.py test` hands whole files to its
+two workers in collection order, and a long file handed out last keeps one worker busy while the
+other has finished.
 """
 
 import importlib.util
@@ -18,3 +22,8 @@ if importlib.util.find_spec("apache_beam") is None:
 def _doctest_in_temporary_folder(request):
   if isinstance(request.node, pytest.DoctestItem):
     request.getfixturevalue("monkeypatch").chdir(request.getfixturevalue("tmp_path"))
+
+
+def pytest_collection_modifyitems(items):
+  slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+  items.sort(key=lambda item: item.path not in slow_files)  # stable: files keep their order
