@@ -75,7 +75,6 @@ def test_smoke_run_prints_every_cell():
                      out)
 
 
-
 def test_the_serving_processes_run_with_the_asked_onednn_setting():
   # In a process of its own: importing the script defines its flags and sets the environment.
   check = """
