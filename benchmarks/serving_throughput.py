@@ -88,7 +88,7 @@ SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # The serving process: only TensorFlow and tensorflow-text, as under TF Serving. It reads the job
 # (exports, texts, cells) from stdin and writes one JSON result per cell to stdout.
 _SERVER = r"""
-import json, sys, time
+import json, os, sys, time
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the tokenizer ops)
@@ -108,7 +108,7 @@ def peak(dtype, size=4096, repeats=3):
 
 job = json.load(sys.stdin)
 results = {"peak": {dtype: peak(dtype, job["peak_size"]) for dtype in job["dtypes"]},
-           "cells": []}
+           "cells": [], "onednn_variable": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}
 rng = np.random.default_rng(0)
 for cell in job["cells"]:
   model = tf.saved_model.load(cell["dir"])
@@ -316,7 +316,8 @@ def main(argv):
                      + ", ".join(f"{d} {p / 1e9:.0f}" for d, p in answer["peak"].items())
                      + " GFLOP/s")
       print(f"{name} seq {seq} done: {load_average()}, tf.matmul peak "
-            + ", ".join(f"{d} {p / 1e9:.0f}" for d, p in peaks.items()) + " GFLOP/s", flush=True)
+            + ", ".join(f"{d} {p / 1e9:.0f}" for d, p in peaks.items()) + " GFLOP/s; the serving "
+            f"process saw TF_ENABLE_ONEDNN_OPTS {result['onednn_variable']}", flush=True)
   tf.io.gfile.rmtree(workdir)
   print_table(rows)
   for note in notes:

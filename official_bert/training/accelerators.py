@@ -131,6 +131,8 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
   """
   device_type = device_type.upper()
   cpu = device_type == "CPU"
+  if onednn is None:
+    onednn = onednn_by_default(cpu_flags)
   bf16_on_cpu = cpu and dtype == "bfloat16"
   if enable_xla is not None:
     xla, reason = enable_xla, f"XLA {'on' if enable_xla else 'off'} as asked"
@@ -156,8 +158,7 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
     warning = ("bfloat16 on a CPU without bfloat16 units (no amx_bf16 or avx512_bf16 among its "
                "flags) runs its products in software, slower than float32: float32 is the "
                "better choice on this machine.")
-  elif bf16_on_cpu and not xla and not (onednn_by_default(cpu_flags) if onednn is None
-                                          else onednn):
+  elif bf16_on_cpu and not xla and not onednn:
     warning = (f"bfloat16 with TensorFlow's oneDNN kernels off ({ONEDNN_VARIABLE}=0 in this "
                "process) runs its products without the CPU's bfloat16 units, no faster than "
                f"float32: unset {ONEDNN_VARIABLE} or set it to 1 before TensorFlow is imported.")
