@@ -11,7 +11,8 @@ the uncased vocabulary of 30,522), so that only the training step is timed:
   `stock`), `ours_xla_erf` (XLA, `cpu_xla`, the exact GELU instead of the original's tanh form)
   and `ours_graph` (no XLA, `cpu_onednn`) force one path; `ours_compiled_update` is `ours` with
   the compiled XLA update instead of the fused AdamW kernel (`official_bert.ops.adam_update`) in
-  bfloat16;
+  bfloat16, and `ours_compiled_elementwise` with the compiled XLA programs instead of the fused
+  element-wise kernels (`official_bert.ops.bfloat16_elementwise`);
 * `kerashub`: KerasHub's `BertBackbone` with its `MaskedLMHead` (tied to the token embedding) and
   a 2-way next-sentence `Dense` on the pooled output, trained by `Model.fit` with
   `jit_compile=True`, `steps_per_execution` and AdamW with `global_clipnorm=1.0` (no metrics);
@@ -72,7 +73,8 @@ flags.DEFINE_list("configs", ["tiny", "mini", "base"], "Configurations to time."
 flags.DEFINE_list("variants", ["ours", "ours_xla", "ours_graph", "kerashub", "hf_eager",
                                 "hf_compile"],
                   "Implementations to time (see the module docstring): ours, ours_xla, "
-                  "ours_xla_stock, ours_xla_erf, ours_graph, ours_compiled_update, kerashub, "
+                  "ours_xla_stock, ours_xla_erf, ours_graph, ours_compiled_update, "
+                  "ours_compiled_elementwise, kerashub, "
                   "kerashub_graph, hf_eager, hf_compile.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Dtypes to time: float32, bfloat16.")
 flags.DEFINE_integer("repeats", 2, "Timed windows per implementation; the best counts.")
@@ -135,6 +137,7 @@ def _builders(name, dtype, weights_dir):
                                             hidden_act="gelu_erf"),
           "ours_graph": functools.partial(ours, xla=False, kernels="cpu_onednn"),
           "ours_compiled_update": functools.partial(ours, xla=None, fused_update=False),
+          "ours_compiled_elementwise": functools.partial(ours, xla=None, fused_elementwise=False),
           "kerashub": functools.partial(KerasHub, *shape, dtype=dtype),
           "kerashub_graph": functools.partial(KerasHub, *shape, dtype=dtype, jit_compile=False),
           **{f"hf_{mode}": functools.partial(HuggingFace, *shape, dtype=dtype,
@@ -188,11 +191,11 @@ def main(_):
           f"threads), transformers {torch_versions['transformers']}")
   float32 = {(config, variant): speed for config, dtype, variant, speed, *_ in rows
              if dtype == "float32"}
-  print(f"\n{'config':<22}{'dtype':<10}{'implementation':<16}{'seq/s':>8}{'GFLOP/s':>9}"
+  print(f"\n{'config':<22}{'dtype':<10}{'implementation':<27}{'seq/s':>8}{'GFLOP/s':>9}"
         f"{'% peak':>8}{'vs KerasHub':>13}{'vs float32':>12}")
   for config, dtype, variant, speed, achieved, ratio in rows:
     versus = speed / float32[config, variant] if (config, variant) in float32 else float("nan")
-    print(f"{config:<22}{dtype:<10}{variant:<16}{speed:8.2f}{achieved / 1e9:9.1f}"
+    print(f"{config:<22}{dtype:<10}{variant:<27}{speed:8.2f}{achieved / 1e9:9.1f}"
           f"{100 * achieved / peaks[dtype]:7.1f}%{ratio:12.2f}x{versus:11.2f}x")
 
 

@@ -10,6 +10,7 @@ Training FLOPs per step (forward + backward = 3 x forward, a matmul of m x k by 
 (embedding lookups, the pooler, layer norms, softmax and the optimizer are left out).
 """
 
+import contextlib
 import os
 import tempfile
 import time
@@ -20,7 +21,7 @@ import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
-from official_bert.ops import adam_update
+from official_bert.ops import adam_update, bfloat16_elementwise
 from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
@@ -101,6 +102,21 @@ def bert_config(layers, hidden, hidden_act="gelu"):
                     max_position_embeddings=512, hidden_act=hidden_act)
 
 
+@contextlib.contextmanager
+def _environment(variables):
+  """Sets the environment `variables` inside a `with` block, then restores them."""
+  previous = {name: os.environ.get(name) for name in variables}
+  os.environ.update(variables)
+  try:
+    yield
+  finally:
+    for name, value in previous.items():
+      if value is None:
+        del os.environ[name]
+      else:
+        os.environ[name] = value
+
+
 class Ours:
   """The package's `Trainer` on one fixed batch; each timed window is one `train` call.
 
@@ -114,11 +130,14 @@ class Ours:
     hidden_act: the feed-forward activation.
     fused_update: whether a bfloat16 step may update with the fused AdamW kernel
       (`official_bert.ops.adam_update`); False forces the compiled update.
+    fused_elementwise: whether a bfloat16 step on `cpu_onednn` may run its element-wise work in
+      the fused kernels (`official_bert.ops.bfloat16_elementwise`); False forces the compiled
+      XLA programs.
   """
 
   def __init__(self, layers, hidden, batch, steps, seq=128, predictions=20, xla=True,
                dtype="float32", kernels="auto", num_gpus=0, task="pretraining",
-               hidden_act="gelu", fused_update=True):
+               hidden_act="gelu", fused_update=True, fused_elementwise=True):
     self.steps, self.step = steps, steps
     engine = EngineConfig(enable_xla=xla, kernels=kernels, steps_per_loop=steps, log_steps=steps,
                           save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
@@ -139,16 +158,11 @@ class Ours:
     self.trainer = Trainer(model, loss_fn, optimizer, strategy=strategy,
                            model_dir=self.model_dir.name, config=engine, metrics_fn=metrics_fn)
     self.dataset_fn = lambda _: tf.data.Dataset.from_tensors(batch_data).repeat()
-    # The trainer chooses its update in its first `train`.
-    previous = os.environ.get(adam_update.ENABLE_VARIABLE)
-    os.environ[adam_update.ENABLE_VARIABLE] = "1" if fused_update else "0"
-    try:
+    # The trainer chooses its update, and the layers their element-wise kernels, when the first
+    # `train` traces the step.
+    with _environment({adam_update.ENABLE_VARIABLE: "1" if fused_update else "0",
+                       bfloat16_elementwise.ENABLE_VARIABLE: "1" if fused_elementwise else "0"}):
       self.trainer.train(self.dataset_fn, self.step)  # compiles
-    finally:
-      if previous is None:
-        del os.environ[adam_update.ENABLE_VARIABLE]
-      else:
-        os.environ[adam_update.ENABLE_VARIABLE] = previous
 
   def sequences_per_second(self):
     self.step += self.steps

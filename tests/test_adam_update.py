@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from official_bert import ops
-from official_bert.ops import adam_update
+from official_bert.ops import adam_update, native
 from official_bert.training import EngineConfig
 from official_bert.training.adam_weight_decay import AdamWeightDecay
 
@@ -105,34 +105,36 @@ def test_bad_rows_and_shapes_are_refused_with_what_is_wrong():
 
 @needs_compiler
 def test_the_build_is_reused_and_leaves_no_partial_file(tmp_path):
-  first = adam_update.build(cache_dir=tmp_path)
+  first = native.build(adam_update.SOURCE, cache_dir=tmp_path)
   built = first.stat().st_mtime_ns
-  assert adam_update.build(cache_dir=tmp_path) == first and first.stat().st_mtime_ns == built
+  assert native.build(adam_update.SOURCE, cache_dir=tmp_path) == first
+  assert first.stat().st_mtime_ns == built
   assert [p.name for p in tmp_path.iterdir()] == [first.name]
 
 
 def test_a_failed_build_says_why_and_leaves_nothing(tmp_path):
   with pytest.raises(RuntimeError, match="cannot run the C\\+\\+ compiler"):
-    adam_update.build(cache_dir=tmp_path, compiler=str(tmp_path / "no-such-compiler"))
+    native.build(adam_update.SOURCE, cache_dir=tmp_path,
+                 compiler=str(tmp_path / "no-such-compiler"))
   assert not list(tmp_path.iterdir())
   failing = shutil.which("false")
   with pytest.raises(RuntimeError, match="failed on .*adam_update.cc"):
-    adam_update.build(cache_dir=tmp_path, compiler=failing)
+    native.build(adam_update.SOURCE, cache_dir=tmp_path, compiler=failing)
   assert not list(tmp_path.iterdir())  # the partial output removed
 
 
 def test_without_a_kernel_the_trainer_takes_the_compiled_update(tmp_path, monkeypatch):
   # A build that fails (no compiler) leaves `kernel()` None, with a warning, instead of raising.
   monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
-  monkeypatch.setenv(adam_update.CACHE_VARIABLE, str(tmp_path / "cache"))
-  adam_update._load.cache_clear()  # pylint: disable=protected-access
+  monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path / "cache"))
+  native.load.cache_clear()  # pylint: disable=protected-access
   try:
     assert adam_update.kernel() is None
     trainer, _, logs = _trained(tmp_path / "model", True, monkeypatch)
     assert trainer._fused_update is None and trainer._copies is not None  # pylint: disable=protected-access
     assert np.isfinite(logs["loss"]) and int(trainer.optimizer.iterations) == 1
   finally:
-    adam_update._load.cache_clear()  # pylint: disable=protected-access
+    native.load.cache_clear()  # pylint: disable=protected-access
 
 
 def test_the_kernel_can_be_turned_off(monkeypatch):

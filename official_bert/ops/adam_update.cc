@@ -17,7 +17,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -27,6 +26,8 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/kernels/training_op_helpers.h"
 #include "tensorflow/core/util/work_sharder.h"
+
+#include "bfloat16_bits.h"
 
 namespace official_bert {
 namespace {
@@ -53,23 +54,6 @@ REGISTER_OP("AdamWeightDecayBfloat16Update")
     .Attr("weight_decay: float")
     .SetIsStateful()  // it writes its variables and returns nothing: never pruned or merged
     .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
-
-inline float FromBfloat16(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
-
-inline uint16_t ToBfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
-  // Adding 0x7fff plus the lowest kept bit carries into the kept half exactly when the dropped
-  // half is above one half, or is one half and the kept half odd.
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 class AdamWeightDecayBfloat16UpdateOp : public OpKernel {
  public:

@@ -14,29 +14,18 @@ optimizer is `AdamWeightDecay` and `kernel()` loads; the other weights, and ever
 the kernel does not load, take the compiled update, the same arithmetic. Set
 `OFFICIAL_BERT_FUSED_UPDATE=0` to use the compiled update everywhere.
 
-Build: the C++ compiler `$CXX` (default `g++`) against the installed TensorFlow's headers and
-library (`tf.sysconfig`), for this CPU (`-march=native`), into `$OFFICIAL_BERT_CACHE` (default
-`~/.cache/official_bert`) under a name hashed from the source, TensorFlow's version, the flags
-and the CPU, so that each machine builds it once (about 7 s); it is written under a temporary
-name, then renamed. Where the build or the load fails, `kernel()` logs why once and returns None.
+Build: `native.build` (once per machine, about 7 s). Where the build or the load fails,
+`kernel()` logs why once and returns None.
 """
 
-import functools
-import hashlib
 import os
-import pathlib
-import platform
-import subprocess
-import tempfile
 
-from absl import logging
 import tensorflow as tf
 
-from official_bert.common import cpuinfo
+from official_bert.ops import native
 
-SOURCE = pathlib.Path(__file__).with_name("adam_update.cc")
+SOURCE = "adam_update.cc"
 ENABLE_VARIABLE = "OFFICIAL_BERT_FUSED_UPDATE"
-CACHE_VARIABLE = "OFFICIAL_BERT_CACHE"
 
 
 def enabled():
@@ -44,71 +33,10 @@ def enabled():
   return os.environ.get(ENABLE_VARIABLE, "1") != "0"
 
 
-def _compile_flags():
-  # No fused multiply-adds, so that each operation rounds as TensorFlow's own do (`update`).
-  flags = ["-shared", "-fPIC", "-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno",
-           "-fopenmp-simd", "-w"]
-  if "avx512_fp16" in cpuinfo.flags():
-    # The Eigen headers TensorFlow ships do not compile with AVX512-FP16 turned on.
-    flags.append("-mno-avx512fp16")
-  return flags + tf.sysconfig.get_compile_flags()
-
-
-def build(cache_dir=None, compiler=None):
-  """Builds the kernel's library unless a build for this source, TensorFlow and CPU exists.
-
-  Args:
-    cache_dir: the folder of builds; default `$OFFICIAL_BERT_CACHE` or `~/.cache/official_bert`.
-    compiler: the C++ compiler; default `$CXX` or `g++`.
-
-  Returns:
-    The path of the library.
-
-  Raises:
-    RuntimeError: the compiler failed or is missing; the message has its output.
-  """
-  compiler = compiler or os.environ.get("CXX", "g++")
-  flags = _compile_flags()
-  link = tf.sysconfig.get_link_flags()
-  key = hashlib.sha256("\n".join([
-      SOURCE.read_text(), tf.__version__, compiler, *flags, *link, platform.machine(),
-      " ".join(sorted(cpuinfo.flags()))]).encode()).hexdigest()[:16]
-  cache_dir = pathlib.Path(cache_dir or os.environ.get(CACHE_VARIABLE)
-                           or pathlib.Path.home() / ".cache" / "official_bert")
-  library = cache_dir / f"adam_update-{key}.so"
-  if library.exists():
-    return library
-  cache_dir.mkdir(parents=True, exist_ok=True)
-  logging.info("Building the fused AdamW update kernel into %s (once per machine).", library)
-  handle, partial = tempfile.mkstemp(suffix=".so.partial", dir=cache_dir)
-  os.close(handle)
-  try:
-    result = subprocess.run([compiler, *flags, str(SOURCE), "-o", partial, *link],
-                            capture_output=True, text=True, check=False)
-  except OSError as error:
-    os.remove(partial)
-    raise RuntimeError(f"cannot run the C++ compiler {compiler!r}: {error}") from error
-  if result.returncode:
-    os.remove(partial)
-    raise RuntimeError(f"{compiler} failed on {SOURCE}:\n{result.stderr[-2000:]}")
-  os.replace(partial, library)
-  return library
-
-
 def kernel():
   """The loaded kernel's module (`adam_weight_decay_bfloat16_update`), or None where it is
   turned off (`enabled()`), cannot be built or cannot be loaded (logged once)."""
-  return _load() if enabled() else None
-
-
-@functools.cache
-def _load():
-  try:
-    return tf.load_op_library(str(build()))
-  except (RuntimeError, OSError, tf.errors.OpError) as error:
-    logging.warning("The fused AdamW update kernel is unavailable, so the compiled XLA update "
-                    "is used (slower in bfloat16 on CPUs): %s", error)
-    return None
+  return native.load(SOURCE) if enabled() else None
 
 
 def sparse_rows(gradient):

@@ -8,12 +8,14 @@ GELU alone was a third of a BERT-Base forward pass before it was fused). The rem
 of this in the stock forms: Keras writes a 3-D product as a `Tensordot` whose reshape stands
 between the product and its bias, and a bias added with `+` keeps the activation apart.
 What the remapper cannot fuse in a training step, the element-wise work around the products (the
-activation kept apart for its gradient, dropout, layer norm), runs as small XLA programs: XLA's
-CPU backend has no bfloat16 products worth using but fuses element-wise work into one pass, where
-TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In inference, layer
-norm and attention have forms that oneDNN runs as few fused kernels in the dtype of their inputs
-(`layer_norm`, `attention`); in bfloat16 training, layer norm and the attention softmax are
-compiled apart instead, and so is the cross-entropy over a vocabulary in any dtype. The other
+activation kept apart for its gradient, dropout, layer norm), runs as the package's fused
+bfloat16 kernels (`bfloat16_elementwise`, one pass each way) where they load, and otherwise as
+small XLA programs: XLA's CPU backend has no bfloat16 products worth using but fuses element-wise
+work, where TensorFlow's graph runs each operation as its own pass (slowest in bfloat16). In
+inference, layer norm and attention have forms that oneDNN runs as few fused kernels in the
+dtype of their inputs (`layer_norm`, `attention`); in bfloat16 training, layer norm and the
+attention softmax are computed apart instead, and the cross-entropy over a vocabulary is
+compiled apart in any dtype. The other
 kernels are the stock ones, measured no slower in the graph
 (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these forms
 against the stock ones, forward and backward.
@@ -23,7 +25,7 @@ import math
 
 import tensorflow as tf
 
-from official_bert.ops import cpu_xla, stock
+from official_bert.ops import bfloat16_elementwise, cpu_xla, stock
 
 # This backend's forms of these kernels are the stock ones.
 gelu = stock.gelu
@@ -47,7 +49,7 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   """`stock.dense` as a 2-D `MatMul`, `BiasAdd` and the activation: one fused oneDNN kernel.
 
   In training the activation's input is kept for its gradient, so the activation stays apart
-  from the product; in bfloat16 it is then `compiled_activation`'s one XLA pass each way, which
+  from the product; in bfloat16 it is then `training_activation`'s one pass each way, which
   adds the bias too (and so sums the bias gradient in the same backward pass). A
   `residual` is added in 2-D right after the bias, where the graph optimizer fuses it into the
   same kernel too (a residual add was 5% of a bfloat16 BERT-Base SavedModel's op time).
@@ -62,7 +64,7 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   if bias is None:
     outputs = outputs if activation is None else activation(outputs)
   elif activation is not None and training and outputs.dtype == tf.bfloat16:
-    outputs = compiled_activation(activation)(outputs, bias)
+    outputs = training_activation(activation)(outputs, bias)
   else:
     outputs = tf.nn.bias_add(outputs, bias)
     if activation is not None:
@@ -230,6 +232,34 @@ def compiled_activation(activation):
   return _COMPILED_ACTIVATIONS[activation]
 
 
+def training_activation(activation):
+  """`activation(x + bias)` of a bfloat16 `x` in training: for the two GELUs and for none
+  (`linear`) the fused kernels (`bfloat16_elementwise.bias_gelu`, `bias_add`) where they load,
+  otherwise `compiled_activation`.
+
+  Example:
+
+  >>> from official_bert.layers.activations import gelu_tanh
+  >>> y = training_activation(gelu_tanh)(tf.constant([[0.5]], tf.bfloat16),
+  ...                                    tf.constant([0.5], tf.bfloat16))
+  >>> y.dtype.name, round(float(y[0, 0]), 2)
+  ('bfloat16', 0.84)
+  """
+  import keras  # pylint: disable=import-outside-toplevel
+
+  from official_bert.layers import activations  # pylint: disable=import-outside-toplevel
+  if not bfloat16_elementwise.usable():
+    return compiled_activation(activation)
+  if activation is keras.activations.linear:
+    return bfloat16_elementwise.bias_add
+  # Which GELU each function is: the tanh form (`approximate`) or the erf form.
+  approximate = {activations.gelu_tanh: True, stock.gelu: False, cpu_xla.gelu: False}.get(
+      activation)
+  if approximate is None:
+    return compiled_activation(activation)
+  return lambda x, bias: bfloat16_elementwise.bias_gelu(x, bias, approximate)
+
+
 _COMPILED_LAYER_NORMS = {}
 
 
@@ -343,8 +373,9 @@ def compiled_dropout_add_layer_norm(epsilon, rate):
 
 
 def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, bias=None):
-  """`stock.dropout_add_layer_norm`: in bfloat16, `compiled_dropout_add_layer_norm`; otherwise
-  this backend's dropout and layer norm.
+  """`stock.dropout_add_layer_norm`: in bfloat16, the fused kernel
+  (`bfloat16_elementwise.dropout_add_layer_norm`) where it loads, else
+  `compiled_dropout_add_layer_norm`; otherwise this backend's dropout and layer norm.
 
   Example:
 
@@ -356,9 +387,13 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, b
   """
   if inputs.dtype == tf.bfloat16:
     bias = tf.zeros(inputs.shape[-1:], inputs.dtype) if bias is None else bias
-    return compiled_dropout_add_layer_norm(epsilon, rate)(
-        inputs, bias, residual, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta),
-        tf.zeros([2], tf.int32) if seed is None else seed)
+    gamma, beta = tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta)
+    seed = tf.zeros([2], tf.int32) if seed is None else seed
+    if bfloat16_elementwise.usable():
+      return bfloat16_elementwise.dropout_add_layer_norm(inputs, bias, residual, gamma, beta,
+                                                         seed, epsilon, rate)
+    return compiled_dropout_add_layer_norm(epsilon, rate)(inputs, bias, residual, gamma, beta,
+                                                          seed)
   return stock.compose_dropout_add_layer_norm(dropout, layer_norm, inputs, residual, gamma, beta,
                                               epsilon, rate, seed, bias)
 
@@ -436,9 +471,10 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
   scores are a `BatchMatMulV2` against the untransposed keys whose scale and padding mask the
   graph optimizer fuses into it (`_FusedBatchMatMulV2` with `Mul` and `Add`), and oneDNN's
   softmax keeps its sums in float32 also for bfloat16 inputs. A bfloat16 training step takes
-  the same products around `compiled_masked_softmax`, one XLA pass each way for the scale, the
-  mask, the softmax and, when `dropout` is a `layers.Dropout`, its mask. Float32 training and
-  float16 inputs take the stock form.
+  the same products around one pass each way for the scale, the mask, the softmax and, when
+  `dropout` is a `layers.Dropout`, its mask: the fused kernel
+  (`bfloat16_elementwise.masked_softmax`) where it loads, else `compiled_masked_softmax`.
+  Float32 training and float16 inputs take the stock form.
 
   Example:
 
@@ -461,8 +497,11 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
     fused = _is_dropout_layer(dropout)
     rate = dropout.rate if fused else 0.0
     seed = dropout.next_seed() if rate else tf.zeros([2], tf.int32)
-    probs = compiled_masked_softmax(scale, rate)(tf.matmul(query, key, transpose_b=True),
-                                                 padding[:, None, None, :], seed)
+    scores = tf.matmul(query, key, transpose_b=True)
+    if bfloat16_elementwise.usable():
+      probs = bfloat16_elementwise.masked_softmax(scores, padding, seed, scale, rate)
+    else:
+      probs = compiled_masked_softmax(scale, rate)(scores, padding[:, None, None, :], seed)
     if not fused:
       probs = dropout(probs, training=training)
   else:
