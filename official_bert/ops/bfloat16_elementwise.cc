@@ -287,6 +287,19 @@ std::vector<float> ForEachRowSummed(
   return total;
 }
 
+// A kernel whose two float attributes are read once, when it is constructed.
+class TwoFloatAttributesOp : public OpKernel {
+ public:
+  TwoFloatAttributesOp(OpKernelConstruction* context, const char* first, const char* second)
+      : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr(first, &first_));
+    OP_REQUIRES_OK(context, context->GetAttr(second, &second_));
+  }
+
+ protected:
+  float first_, second_;
+};
+
 // === Bias and GELU ===
 
 constexpr float kSqrtTwoOverPi = 0.7978845608028654f;
@@ -446,12 +459,10 @@ float SublayerSum(const uint16_t* __restrict x, const uint16_t* __restrict resid
   return mean;
 }
 
-class DropoutAddLayerNormOp : public OpKernel {
+class DropoutAddLayerNormOp : public TwoFloatAttributesOp {
  public:
-  explicit DropoutAddLayerNormOp(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("epsilon", &epsilon_));
-    OP_REQUIRES_OK(context, context->GetAttr("rate", &rate_));
-  }
+  explicit DropoutAddLayerNormOp(OpKernelConstruction* context)
+      : TwoFloatAttributesOp(context, "epsilon", "rate") {}
 
   void Compute(OpKernelContext* context) override {
     OP_REQUIRES_OK(context,
@@ -464,10 +475,10 @@ class DropoutAddLayerNormOp : public OpKernel {
     const std::vector<float> bias = Widened(context->input(1));
     const float* gamma = context->input(3).flat<float>().data();
     const float* beta = context->input(4).flat<float>().data();
-    const DropoutMask mask(context->input(5), rate_);
+    const DropoutMask mask(context->input(5), second_);
     const uint16_t *in = Bits(x), *residual = Bits(context->input(2));
     uint16_t* out = Bits(y);
-    const float epsilon = epsilon_;
+    const float epsilon = first_;
     ForEachRow(context, x.NumElements() / width, 30 * width, width, [&](int64_t r, float* s) {
       float inverse_deviation;
       const float mean =
@@ -479,9 +490,6 @@ class DropoutAddLayerNormOp : public OpKernel {
       }
     });
   }
-
- private:
-  float epsilon_, rate_;
 };
 
 // The gradients of row `r` of `layer_norm(residual + dropout(x + bias))` into `x_out` and
@@ -529,12 +537,10 @@ void SublayerGradRow(const uint16_t* __restrict upstream, const uint16_t* __rest
   }
 }
 
-class DropoutAddLayerNormGradOp : public OpKernel {
+class DropoutAddLayerNormGradOp : public TwoFloatAttributesOp {
  public:
-  explicit DropoutAddLayerNormGradOp(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("epsilon", &epsilon_));
-    OP_REQUIRES_OK(context, context->GetAttr("rate", &rate_));
-  }
+  explicit DropoutAddLayerNormGradOp(OpKernelConstruction* context)
+      : TwoFloatAttributesOp(context, "epsilon", "rate") {}
 
   void Compute(OpKernelContext* context) override {
     OP_REQUIRES_OK(context, CheckShapes(context, "DropoutAddLayerNormBfloat16Grad", 1, {0, 3},
@@ -551,11 +557,11 @@ class DropoutAddLayerNormGradOp : public OpKernel {
     const int64_t rows = width ? x.NumElements() / width : 0;
     const std::vector<float> bias = Widened(context->input(2));
     const float* gamma = context->input(4).flat<float>().data();
-    const DropoutMask mask(context->input(6), rate_);
+    const DropoutMask mask(context->input(6), second_);
     const uint16_t *upstream = Bits(context->input(0)), *in = Bits(x),
                    *residual = Bits(context->input(3));
     uint16_t *x_out = Bits(dx), *residual_out = Bits(dresidual);
-    const float epsilon = epsilon_;
+    const float epsilon = first_;
     // Sums: the bias's, gamma's and beta's gradients.
     const std::vector<float> sums = ForEachRowSummed(
         context, rows, 50 * width, 2 * width, 3, width,
@@ -572,9 +578,6 @@ class DropoutAddLayerNormGradOp : public OpKernel {
       beta_out[j] = sums[2 * width + j];
     }
   }
-
- private:
-  float epsilon_, rate_;
 };
 
 // === Attention softmax with scale, padding mask and dropout ===
@@ -659,12 +662,10 @@ void SoftmaxDropoutGradRow(const uint16_t* __restrict upstream, const uint16_t* 
   for (int64_t j = 0; j < keys; ++j) row[j] = ToBfloat16(p[j] * (dp[j] - weighted) * scale);
 }
 
-class MaskedSoftmaxDropoutOp : public OpKernel {
+class MaskedSoftmaxDropoutOp : public TwoFloatAttributesOp {
  public:
-  explicit MaskedSoftmaxDropoutOp(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("scale", &scale_));
-    OP_REQUIRES_OK(context, context->GetAttr("rate", &rate_));
-  }
+  explicit MaskedSoftmaxDropoutOp(OpKernelConstruction* context)
+      : TwoFloatAttributesOp(context, "scale", "rate") {}
 
   void Compute(OpKernelContext* context) override {
     OP_REQUIRES_OK(context, CheckAttentionShapes(context, "MaskedSoftmaxDropoutBfloat16", 0, 1, 2));
@@ -674,26 +675,21 @@ class MaskedSoftmaxDropoutOp : public OpKernel {
     const int64_t keys = scores.dim_size(3);
     const int64_t rows_per_batch = scores.dim_size(1) * scores.dim_size(2);
     if (scores.NumElements() == 0) return;
-    const DropoutMask mask(context->input(2), rate_);
+    const DropoutMask mask(context->input(2), second_);
     const uint16_t* in = Bits(scores);
     const float* padding = context->input(1).flat<float>().data();
     uint16_t* out = Bits(probs);
-    const float scale = scale_;
+    const float scale = first_;
     ForEachRow(context, scores.NumElements() / keys, 40 * keys, keys, [&](int64_t r, float* p) {
       SoftmaxDropoutRow(in, padding, mask, r, keys, rows_per_batch, scale, p, out);
     });
   }
-
- private:
-  float scale_, rate_;
 };
 
-class MaskedSoftmaxDropoutGradOp : public OpKernel {
+class MaskedSoftmaxDropoutGradOp : public TwoFloatAttributesOp {
  public:
-  explicit MaskedSoftmaxDropoutGradOp(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("scale", &scale_));
-    OP_REQUIRES_OK(context, context->GetAttr("rate", &rate_));
-  }
+  explicit MaskedSoftmaxDropoutGradOp(OpKernelConstruction* context)
+      : TwoFloatAttributesOp(context, "scale", "rate") {}
 
   void Compute(OpKernelContext* context) override {
     OP_REQUIRES_OK(context,
@@ -709,20 +705,17 @@ class MaskedSoftmaxDropoutGradOp : public OpKernel {
     const int64_t keys = scores.dim_size(3);
     const int64_t rows_per_batch = scores.dim_size(1) * scores.dim_size(2);
     if (scores.NumElements() == 0) return;
-    const DropoutMask mask(context->input(3), rate_);
+    const DropoutMask mask(context->input(3), second_);
     const uint16_t *upstream = Bits(context->input(0)), *in = Bits(scores);
     const float* padding = context->input(2).flat<float>().data();
     uint16_t* out = Bits(grad);
-    const float scale = scale_;
+    const float scale = first_;
     ForEachRow(context, scores.NumElements() / keys, 50 * keys, 2 * keys,
                [&](int64_t r, float* p) {
                  SoftmaxDropoutGradRow(upstream, in, padding, mask, r, keys, rows_per_batch,
                                        scale, p, p + keys, out);
                });
   }
-
- private:
-  float scale_, rate_;
 };
 
 using ::tensorflow::DEVICE_CPU;
