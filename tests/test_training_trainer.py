@@ -73,23 +73,34 @@ def test_a_small_model_overfits_real_text_with_the_uncased_vocab(tmp_path):
 
 # === Resuming ===
 
-@pytest.mark.parametrize("data_checkpointing", ["iterator", "skip"])
-def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, data_checkpointing):
+def resumable_run(directory, config, data_checkpointing, initial_weights):
+  return make_trainer(
+      directory, config, tiny_engine(save_checkpoints_steps=4, steps_per_loop=4), num_steps=10,
+      warmup=3, initial_weights=initial_weights, data_checkpointing=data_checkpointing)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, records):
+  """The run both resumptions must reproduce: its config, initial and final weights.
+
+  Built once: without an interruption the data checkpointing only adds the iterator to the
+  checkpoints, so one reference serves both ways of resuming.
+  """
   files, vocab_size = records
   # Dropout on: the random state must resume too.
   config = tiny_pretraining_config(vocab_size, dropout=0.1)
-
-  def run(directory, weights):
-    return make_trainer(
-        directory, config, tiny_engine(save_checkpoints_steps=4, steps_per_loop=4), num_steps=10,
-        warmup=3, initial_weights=weights, data_checkpointing=data_checkpointing)
-
   initial = BertPretrainer(config).get_weights()
+  trainer = resumable_run(tmp_path_factory.mktemp("straight"), config, "iterator", initial)
+  trainer.train(pretraining_dataset_fn(files, 8), 10)
+  return config, initial, trainer.model.get_weights()
 
-  uninterrupted = run(tmp_path / "straight", initial)
-  uninterrupted.train(pretraining_dataset_fn(files, 8), 10)
 
-  killed = run(tmp_path / "killed", initial)
+@pytest.mark.parametrize("data_checkpointing", ["iterator", "skip"])
+def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, uninterrupted,
+                                                  data_checkpointing):
+  files, _ = records
+  config, initial, expected_weights = uninterrupted
+  killed = resumable_run(tmp_path / "killed", config, data_checkpointing, initial)
 
   def crash_in_step_6(outputs, labels):  # the process dies after the checkpoint of step 4
     with tf.control_dependencies([tf.debugging.assert_less(killed.global_step, np.int64(5))]):
@@ -99,11 +110,11 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, data_checkp
   with pytest.raises(tf.errors.InvalidArgumentError):
     killed.train(pretraining_dataset_fn(files, 8), 10)
   assert killed.latest_checkpoint().endswith("ckpt-4")
-  resumed = run(tmp_path / "killed", None)
+  resumed = resumable_run(tmp_path / "killed", config, data_checkpointing, None)
   assert resumed.restore() == 4
   resumed.train(pretraining_dataset_fn(files, 8), 10)
 
-  for expected, actual in zip(uninterrupted.model.get_weights(), resumed.model.get_weights()):
+  for expected, actual in zip(expected_weights, resumed.model.get_weights()):
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
   # Already finished: nothing to do.
   assert resumed.train(pretraining_dataset_fn(files, 8), 10) == {}
