@@ -7,7 +7,9 @@ length 128, so that only the training step is timed, between two progress report
 * `ours`: as the engine chooses for the dtype (`official_bert.training.accelerators`: XLA and
   the `cpu_xla` kernels for float32, no XLA and the `cpu_onednn` kernels for bfloat16);
 * `ours_xla` (XLA, `cpu_xla`), `ours_xla_stock` (XLA, `stock`) and `ours_graph` (no XLA,
-  `cpu_onednn`) force one path.
+  `cpu_onednn`) force one path; `ours_compiled_elementwise` is `ours` with the compiled XLA
+  programs instead of the fused element-wise kernels (`official_bert.ops.bfloat16_elementwise`)
+  in bfloat16.
 
 FLOPs are the encoder's matrix products, three times the forward pass's (`throughput.py`); the
 peak of each dtype is the best oneDNN `tf.matmul` of two 4096 x 4096 matrices of that dtype,
@@ -38,7 +40,8 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("steps", 4, "Steps per timed window.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Dtypes to time: float32, bfloat16.")
 flags.DEFINE_list("variants", ["ours"],
-                  "ours, ours_xla, ours_xla_stock, ours_graph (see the module docstring).")
+                  "ours, ours_xla, ours_xla_stock, ours_graph, ours_compiled_elementwise (see the "
+                  "module docstring).")
 flags.DEFINE_integer("repeats", 2, "Timed windows per row; the best counts.")
 FLAGS = flags.FLAGS
 
@@ -60,7 +63,9 @@ def main(_):
     builders = {"ours": functools.partial(ours, xla=None),
                 "ours_xla": functools.partial(ours, xla=True, kernels="cpu_xla"),
                 "ours_xla_stock": functools.partial(ours, xla=True, kernels="stock"),
-                "ours_graph": functools.partial(ours, xla=False, kernels="cpu_onednn")}
+                "ours_graph": functools.partial(ours, xla=False, kernels="cpu_onednn"),
+                "ours_compiled_elementwise": functools.partial(ours, xla=None,
+                                                               fused_elementwise=False)}
     runners = {variant: builders[variant]() for variant in FLAGS.variants}
     best = best_speeds(runners, FLAGS.repeats)
     for variant, speed in best.items():
@@ -75,11 +80,11 @@ def main(_):
       f"{dtype} {peak / 1e9:.0f} GFLOP/s" for dtype, peak in peaks.items()))
   float32 = {variant: speed for dtype, variant, _, speed in rows if dtype == "float32"}
   print(f"\n{FLAGS.config} L{layers}/H{hidden}, batch {batch}, sequence {seq}")
-  print(f"{'dtype':<10}{'implementation':<16}{'path':<24}{'seq/s':>8}{'GFLOP/s':>9}"
+  print(f"{'dtype':<10}{'implementation':<27}{'path':<24}{'seq/s':>8}{'GFLOP/s':>9}"
         f"{'% peak':>8}{'vs float32':>12}")
   for dtype, variant, path, speed in rows:
     versus = speed / float32[variant] if variant in float32 else float("nan")
-    print(f"{dtype:<10}{variant:<16}{path:<24}{speed:8.2f}{speed * flops / 1e9:9.1f}"
+    print(f"{dtype:<10}{variant:<27}{path:<24}{speed:8.2f}{speed * flops / 1e9:9.1f}"
           f"{100 * speed * flops / peaks[dtype]:7.1f}%{versus:11.2f}x")
 
 

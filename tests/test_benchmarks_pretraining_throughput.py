@@ -1,7 +1,9 @@
-"""The pre-training benchmark's Hugging Face rows: PyTorch steps in a process of their own.
+"""The pre-training benchmark: its Hugging Face rows (PyTorch steps in a process of their own)
+and its rows of the fused element-wise kernels against the compiled programs.
 
-They run when this Python has torch and transformers, or with `BERT_TORCH_PYTHON` set to the
-Python of an environment that has them; otherwise the run must say that it left them out.
+The Hugging Face rows run when this Python has torch and transformers, or with
+`BERT_TORCH_PYTHON` set to the Python of an environment that has them; otherwise the run must
+say that it left them out.
 """
 
 import os
@@ -49,3 +51,17 @@ def test_torch_process_reports_a_failed_peer_with_its_last_words(tmp_path):
   process = hf_bridge.TorchProcess(sys.executable, script)
   with pytest.raises(RuntimeError, match="no model here"):
     process.ask({"config": {}})
+
+
+@pytest.mark.slow
+def test_the_fused_element_wise_kernels_are_timed_against_the_compiled_programs():
+  command = [sys.executable, str(BENCHMARKS / "pretraining_throughput.py"), "--configs=smoke",
+             "--dtypes=bfloat16", "--variants=ours,ours_compiled_elementwise", "--repeats=1"]
+  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
+  run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
+                       check=False)
+  assert run.returncode == 0, run.stderr[-3000:]
+  rows = [line.split() for line in run.stdout.splitlines() if line.startswith("smoke ")]
+  assert sorted(row[4] for row in rows) == ["ours", "ours_compiled_elementwise"]
+  for row in rows:
+    assert row[3] == "bfloat16" and float(row[5]) > 0 and re.fullmatch(r"[\d.]+%", row[7]), row
