@@ -12,8 +12,9 @@ in the L1 cache and round the results to bfloat16 once, and their backward passe
 forward pass from its inputs, as the compiled programs do. Dropout uses `cpu_xla.dropout`'s
 hashed mask, bit for bit, so a step drops the same elements on either path.
 
-When: `cpu_onednn`'s bfloat16 training forms take these kernels when `kernels()` loads, and their
-compiled XLA programs otherwise. Set `OFFICIAL_BERT_FUSED_ELEMENTWISE=0` to take the programs.
+When: `cpu_onednn`'s bfloat16 training forms take these kernels where `usable()` (they load, and
+the step is not being compiled whole by XLA), and their compiled XLA programs otherwise. Set
+`OFFICIAL_BERT_FUSED_ELEMENTWISE=0` to take the programs.
 Neither is used in inference or in SavedModels, whose graphs hold TensorFlow's own ops only.
 
 Example:

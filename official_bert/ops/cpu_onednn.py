@@ -15,14 +15,14 @@ work, where TensorFlow's graph runs each operation as its own pass (slowest in b
 inference, layer norm and attention have forms that oneDNN runs as few fused kernels in the
 dtype of their inputs (`layer_norm`, `attention`); in bfloat16 training, layer norm and the
 attention softmax are computed apart instead, and the cross-entropy over a vocabulary is
-compiled apart in any dtype. The other
-kernels are the stock ones, measured no slower in the graph
-(`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these forms
-against the stock ones, forward and backward.
+compiled apart in any dtype. The other kernels are the stock ones, measured no slower in the
+graph (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these
+forms against the stock ones, forward and backward.
 """
 
 import math
 
+import keras
 import tensorflow as tf
 
 from official_bert.ops import bfloat16_elementwise, cpu_xla, stock
@@ -245,8 +245,7 @@ def training_activation(activation):
   >>> y.dtype.name, round(float(y[0, 0]), 2)
   ('bfloat16', 0.84)
   """
-  import keras  # pylint: disable=import-outside-toplevel
-
+  # Imported here: the layers import this package.
   from official_bert.layers import activations  # pylint: disable=import-outside-toplevel
   if not bfloat16_elementwise.usable():
     return compiled_activation(activation)
