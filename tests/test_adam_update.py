@@ -104,6 +104,17 @@ def test_bad_rows_and_shapes_are_refused_with_what_is_wrong():
 
 
 @needs_compiler
+@pytest.mark.parametrize("shape", [(0,), (5,), (3, 16384), (70001,), (123, 457)])
+def test_the_squared_norm_sums_the_squares_in_float32(shape):
+  values = np.random.default_rng(4).normal(size=shape).astype("float32")
+  gradient = tf.cast(values, tf.bfloat16)
+  expected = np.square(gradient.numpy().astype("float64")).sum()
+  np.testing.assert_allclose(float(adam_update.squared_norm(gradient)), expected, rtol=2e-6)
+  traced = tf.function(adam_update.squared_norm)(gradient)
+  assert traced.dtype == tf.float32 and traced.shape == ()
+
+
+@needs_compiler
 def test_the_build_is_reused_and_leaves_no_partial_file(tmp_path):
   first = native.build(adam_update.SOURCE, cache_dir=tmp_path)
   built = first.stat().st_mtime_ns

@@ -12,9 +12,14 @@
 //
 // with each operation rounded to float32 in this order (no fused multiply-adds: the library is
 // built with -ffp-contract=off), as `AdamWeightDecay` under Keras' decoupled decay computes it.
+//
+// `SquaredNormBfloat16` gives the float32 sum of squares of one bfloat16 gradient, for the global
+// norm the update clips by, summed in blocks of fixed size and then over the blocks in order, so
+// that it does not depend on the number of threads.
 
 #define EIGEN_USE_THREADS
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -54,6 +59,11 @@ REGISTER_OP("AdamWeightDecayBfloat16Update")
     .Attr("weight_decay: float")
     .SetIsStateful()  // it writes its variables and returns nothing: never pruned or merged
     .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+
+REGISTER_OP("SquaredNormBfloat16")
+    .Input("tensor: bfloat16")
+    .Output("squared_norm: float")
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape);
 
 class AdamWeightDecayBfloat16UpdateOp : public OpKernel {
  public:
@@ -173,8 +183,48 @@ class AdamWeightDecayBfloat16UpdateOp : public OpKernel {
   float first_moment_rate_, second_moment_rate_, epsilon_, weight_decay_;
 };
 
+// Elements a block of `SquaredNormBfloat16` sums before the blocks are summed in order.
+constexpr int64_t kNormBlock = 1 << 14;
+
+class SquaredNormBfloat16Op : public OpKernel {
+ public:
+  explicit SquaredNormBfloat16Op(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& tensor = context->input(0);
+    const int64_t size = tensor.NumElements();
+    const uint16_t* values =
+        reinterpret_cast<const uint16_t*>(tensor.flat<::tensorflow::bfloat16>().data());
+    const int64_t blocks = (size + kNormBlock - 1) / kNormBlock;
+    std::vector<float> partial(blocks, 0.0f);
+    const auto* threads = context->device()->tensorflow_cpu_worker_threads();
+    // About 2 cycles an element: a load, a widening and a multiply-add.
+    ::tensorflow::Shard(threads->num_threads, threads->workers, blocks, 2 * kNormBlock,
+                        [&](int64_t begin, int64_t end) {
+                          for (int64_t block = begin; block < end; ++block) {
+                            const uint16_t* __restrict first = values + block * kNormBlock;
+                            const int64_t count = std::min(kNormBlock, size - block * kNormBlock);
+                            float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+                            for (int64_t i = 0; i < count; ++i) {
+                              const float value = FromBfloat16(first[i]);
+                              total += value * value;
+                            }
+                            partial[block] = total;
+                          }
+                        });
+    double total = 0.0;
+    for (const float block_total : partial) total += block_total;
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, {}, &output));
+    output->scalar<float>()() = static_cast<float>(total);
+  }
+};
+
 REGISTER_KERNEL_BUILDER(Name("AdamWeightDecayBfloat16Update").Device(::tensorflow::DEVICE_CPU),
                         AdamWeightDecayBfloat16UpdateOp);
+REGISTER_KERNEL_BUILDER(Name("SquaredNormBfloat16").Device(::tensorflow::DEVICE_CPU),
+                        SquaredNormBfloat16Op);
 
 }  // namespace
 }  // namespace official_bert

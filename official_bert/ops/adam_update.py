@@ -39,6 +39,39 @@ def kernel():
   return native.load(SOURCE) if enabled() else None
 
 
+def squared_norm(gradient):
+  """The float32 sum of squares of a bfloat16 `gradient`, by the kernel's library: a term of the
+  global norm the update clips by, taken apart so that each gradient's term is summed as soon as
+  the gradient is ready, beside the products still running, instead of in one pass over all the
+  gradients at the end of the backward pass.
+
+  Blocks of a fixed size are summed, then the blocks in order: the sum does not depend on the
+  number of threads.
+
+  Args:
+    gradient: a bfloat16 tensor.
+
+  Returns:
+    A float32 scalar.
+
+  Raises:
+    RuntimeError: the kernel is unavailable (`kernel()` is None).
+
+  Example:
+
+  >>> float(squared_norm(tf.fill([3, 1000], tf.constant(0.5, tf.bfloat16))))
+  750.0
+  """
+  return _module().squared_norm_bfloat16(gradient)
+
+
+def _module():
+  module = kernel()
+  if module is None:
+    raise RuntimeError("The fused AdamW update kernel is unavailable; see the log.")
+  return module
+
+
 def sparse_rows(gradient):
   """The rows of a sparse `tf.IndexedSlices` gradient as `(rows, row_gradients)`: the distinct
   row indices (int32) and each one's summed float32 gradient, as `update` takes them.
@@ -80,9 +113,7 @@ def update(variable, m, v, copy, gradient, learning_rate, gradient_scale, beta_1
   Raises:
     RuntimeError: the kernel is unavailable (`kernel()` is None).
   """
-  ops = kernel()
-  if ops is None:
-    raise RuntimeError("The fused AdamW update kernel is unavailable; see the log.")
+  ops = _module()
   width = variable.shape[-1] if len(variable.shape) else 1
   if rows is None:
     rows, row_gradients = tf.zeros([0], tf.int32), tf.zeros([0, width], tf.float32)

@@ -5,8 +5,11 @@ The weights whose gradient is a dense bfloat16 tensor from their copy (each tran
 kernels and biases, the masked-LM head's) and the tied word embeddings (that gradient plus the
 lookup's sparse float32 rows) are updated by the kernel; the rest (layer norms, the other
 embeddings, the pooler) by the compiled update, after the kernel's. Both clip by the global norm
-of all the gradients, which one XLA program reduces before either runs. A sparse part enters the
-norm exactly without a dense float32 table: `|D + S|^2 = |D|^2 + sum over S's rows r of
+of all the gradients. The kernel's library sums the squares of each of its gradients as soon as
+that gradient is ready (`adam_update.squared_norm`), beside the backward pass's products, and one
+XLA program adds the rest's before either update runs: as one program over all the gradients,
+the norm had been some 15 ms of a BERT-Base step with nothing beside it. A sparse part enters
+the norm exactly without a dense float32 table: `|D + S|^2 = |D|^2 + sum over S's rows r of
 (|D_r + S_r|^2 - |D_r|^2)`.
 """
 
@@ -51,9 +54,10 @@ class FusedUpdate:
              if _dense_bfloat16(copied) and (own is None or isinstance(own, tf.IndexedSlices))]
     rest = [i for i in range(len(self.variables)) if i not in fused]
     rows = {i: adam_update.sparse_rows(direct[i]) for i in fused if direct[i] is not None}
-    corrections = [_rows_correction(through_copies[i], *rows[i]) for i in rows]
-    norm = self._norm([through_copies[i] for i in fused], [direct[i] for i in rest],
-                      [through_copies[i] for i in rest], tf.add_n(corrections + [0.0]))
+    squares = ([adam_update.squared_norm(through_copies[i]) for i in fused]
+               + [_rows_correction(through_copies[i], *rows[i]) for i in rows])
+    norm = self._norm([direct[i] for i in rest], [through_copies[i] for i in rest],
+                      tf.add_n(squares + [0.0]))
     # `tf.clip_by_global_norm`'s factor.
     scale = (self.clip_norm * tf.minimum(1.0 / norm, 1.0 / self.clip_norm) if self.clip_norm
              else tf.constant(1.0))
@@ -75,13 +79,10 @@ class FusedUpdate:
                  [through_copies[i] for i in rest], norm)
     return norm
 
-  def _global_norm(self, fused_grads, rest_direct, rest_copied, extra_squares):
-    # Squared in float32: XLA converts the bfloat16 gradients in the same pass.
-    grads = ([tf.cast(g, tf.float32) for g in fused_grads]
-             + self.copies.combine(rest_direct, rest_copied))
+  def _global_norm(self, rest_direct, rest_copied, fused_squares):
     # The form of the norm that XLA's CPU backend reduces quickly.
-    norm = ops.kernels("cpu_xla").global_norm(grads)
-    return tf.sqrt(tf.square(norm) + extra_squares) / optimization.loss_scale(self.optimizer)
+    norm = ops.kernels("cpu_xla").global_norm(self.copies.combine(rest_direct, rest_copied))
+    return tf.sqrt(tf.square(norm) + fused_squares) / optimization.loss_scale(self.optimizer)
 
 
 def _dense_bfloat16(gradient):
