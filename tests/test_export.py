@@ -31,6 +31,7 @@ from official_bert import (
 )
 from official_bert.checkpoints import save_model_dir
 from official_bert.data import classifier_data, classifier_features, conll, squad, swag
+from official_bert.export import archive as archive_module
 from official_bert.export import (
   export_classifier,
   export_encoder,
@@ -39,7 +40,7 @@ from official_bert.export import (
   export_span_labeler,
   export_token_classifier,
 )
-from official_bert.export.archive import EXPORT_MARK
+from official_bert.export.archive import EXPORT_MARK, write_archive
 from official_bert.export.signatures import bucket_lengths
 
 from testing import (
@@ -573,6 +574,33 @@ def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_classifier,
   assert (export_dir / "fingerprint.pb").read_bytes() == fingerprint
   assert sorted(os.listdir(export_dir)) == ["assets", "fingerprint.pb", EXPORT_MARK,
                                             "saved_model.pb", "variables"]
+
+
+def test_the_export_traces_each_endpoint_once(tmp_path, monkeypatch):
+  model = keras.Sequential([keras.layers.Dense(2)])
+  model.build((None, 3))
+  traces = []
+
+  def serve(inputs):
+    traces.append(1)
+    return {"outputs": model(inputs)}
+
+  def export(export_dir):
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serve", serve, [tf.TensorSpec([None, 3], tf.float32)])
+    write_archive(archive, export_dir)
+
+  export(tmp_path / "once")
+  assert len(traces) == 1
+  inputs = tf.constant([[1.0, 2.0, 3.0]])
+  loaded = tf.saved_model.load(str(tmp_path / "once"))
+  np.testing.assert_allclose(loaded.serve(inputs)["outputs"].numpy(), model(inputs).numpy(),
+                             rtol=1e-6)
+  # Without the save context the same export traces twice (what the archive's step avoids).
+  monkeypatch.setattr(archive_module, "_trace_once_for_saving", lambda archive: None)
+  export(tmp_path / "twice")
+  assert len(traces) == 3
 
 
 def test_invalid_arguments_fail_before_writing(tmp_path, small_classifier):

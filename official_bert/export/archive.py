@@ -73,9 +73,12 @@ def _trace_once_for_saving(archive):
   them up again inside its save context, which is part of a `tf.function`'s cache key: every
   endpoint was traced a second time, half of an export's time. Finding the variables inside
   an equal save context (the default `SaveOptions`, as `write_out` saves with) lets the save
-  reuse those traces.
+  reuse those traces. Where a Keras version has no such step, the export traces twice, as
+  before.
   """
-  find_variables = archive._filter_and_track_resources  # pylint: disable=protected-access
+  find_variables = getattr(archive, "_filter_and_track_resources", None)
+  if find_variables is None:
+    return
 
   def in_save_context():
     with save_context.save_context(tf.saved_model.SaveOptions()):
