@@ -32,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import app, flags, logging
 import tensorflow as tf
-from throughput import Ours, best_speeds, bf16_flags, encoder_flops, matmul_peak
+from throughput import Ours, best_speeds, bf16_flags, encoder_flops, matmul_peak, ratio_cell
 
 flags.DEFINE_enum("config", "base", ["tiny", "mini", "base"], "Model size.")
 flags.DEFINE_integer("batch_size", 16, "Sequences per step.")
@@ -83,9 +83,9 @@ def main(_):
   print(f"{'dtype':<10}{'implementation':<27}{'path':<24}{'seq/s':>8}{'GFLOP/s':>9}"
         f"{'% peak':>8}{'vs float32':>12}")
   for dtype, variant, path, speed in rows:
-    versus = speed / float32[variant] if variant in float32 else float("nan")
+    versus = speed / float32[variant] if variant in float32 else None
     print(f"{dtype:<10}{variant:<27}{path:<24}{speed:8.2f}{speed * flops / 1e9:9.1f}"
-          f"{100 * speed * flops / peaks[dtype]:7.1f}%{versus:11.2f}x")
+          f"{100 * speed * flops / peaks[dtype]:7.1f}%{ratio_cell(versus):>12}")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ from throughput import (
   best_speeds,
   bf16_flags,
   matmul_peak,
+  ratio_cell,
   training_flops,
 )
 
@@ -179,7 +180,7 @@ def main(_):
           runner.process.close()
       for variant, speed in best.items():
         rows.append((f"{name} L{layers}/H{hidden} b{batch}", dtype, variant, speed, speed * flops,
-                     speed / best["kerashub"] if best.get("kerashub") else float("nan")))
+                     speed / best["kerashub"] if best.get("kerashub") else None))
       del runners
   # The peaks again, in case the machine was busier at the start.
   peaks = {dtype: max(peak, again) for (dtype, peak), again in zip(peaks.items(),
@@ -194,9 +195,9 @@ def main(_):
   print(f"\n{'config':<22}{'dtype':<10}{'implementation':<27}{'seq/s':>8}{'GFLOP/s':>9}"
         f"{'% peak':>8}{'vs KerasHub':>13}{'vs float32':>12}")
   for config, dtype, variant, speed, achieved, ratio in rows:
-    versus = speed / float32[config, variant] if (config, variant) in float32 else float("nan")
+    versus = speed / float32[config, variant] if (config, variant) in float32 else None
     print(f"{config:<22}{dtype:<10}{variant:<27}{speed:8.2f}{achieved / 1e9:9.1f}"
-          f"{100 * achieved / peaks[dtype]:7.1f}%{ratio:12.2f}x{versus:11.2f}x")
+          f"{100 * achieved / peaks[dtype]:7.1f}%{ratio_cell(ratio):>13}{ratio_cell(versus):>12}")
 
 
 if __name__ == "__main__":

@@ -235,3 +235,8 @@ def best_speeds(runners, repeats):
     for name, runner in runners.items():
       best[name] = max(best[name], runner.sequences_per_second())
   return best
+
+
+def ratio_cell(ratio):
+  """A ratio column's cell: `1.23x`, or `-` where the run timed nothing to compare with."""
+  return "-" if ratio is None else f"{ratio:.2f}x"

@@ -41,6 +41,8 @@ def test_hugging_face_rows_run_or_are_left_out_by_name():
       for variant in ("hf_eager", "hf_compile"))
   for row in rows:
     assert float(row[5]) > 0 and re.fullmatch(r"[\d.]+%", row[7]), row
+    # No KerasHub row to compare with; bfloat16 against the same variant's float32 row.
+    assert row[8] == "-" and re.fullmatch(r"\d+\.\d\dx", row[9]), row
   assert re.search(r"Hugging Face rows: PyTorch \S+ \(\d+ threads\), transformers \S+",
                    run.stdout)
 
@@ -65,3 +67,5 @@ def test_the_fused_element_wise_kernels_are_timed_against_the_compiled_programs(
   assert sorted(row[4] for row in rows) == ["ours", "ours_compiled_elementwise"]
   for row in rows:
     assert row[3] == "bfloat16" and float(row[5]) > 0 and re.fullmatch(r"[\d.]+%", row[7]), row
+    # Neither KerasHub nor float32 was timed: nothing to compare with.
+    assert row[8:] == ["-", "-"], row
