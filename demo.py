@@ -43,10 +43,12 @@ flags.DEFINE_float("num_train_epochs", 3.0, "Fine-tuning epochs.")
 FLAGS = flags.FLAGS
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-REQUESTS = ("the soup was delicious and the waiter was friendly",
-            "the room felt gloomy and the chef was grumpy",
-            "we praise the harbor cafe",
-            "it was a waste of money")
+# Each request with the label its words mean (1 positive). "praise" is one of the opinion words the
+# fine-tuning data holds out (`synthetic.write_sentiment_task`): only pre-training has seen it.
+REQUESTS = (("the soup was delicious and the waiter was friendly", "1"),
+            ("the room felt gloomy and the chef was grumpy", "0"),
+            ("we praise the harbor cafe", "1"),
+            ("it was a waste of money", "0"))
 
 
 def _run(stage, script, **script_flags):
@@ -92,11 +94,12 @@ def _serve(export_dir):
   import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (registers ops)
   print(f"\n=== Serving: tf.saved_model.load({export_dir!r}).signatures['serving_default']")
   serving = tf.saved_model.load(export_dir).signatures["serving_default"]
-  outputs = serving(text=tf.constant(REQUESTS))
-  for i, text in enumerate(REQUESTS):
+  outputs = serving(text=tf.constant([text for text, _ in REQUESTS]))
+  for i, (text, meant) in enumerate(REQUESTS):
     label = outputs["label"][i].numpy().decode()
     probability = max(outputs["probabilities"][i].numpy())
-    print(f"  {text!r:58} -> label {label} (p={probability:.3f})")
+    verdict = "as meant" if label == meant else f"meant {meant}"
+    print(f"  {text!r:58} -> label {label} (p={probability:.3f}, {verdict})")
 
 
 def main(argv):
