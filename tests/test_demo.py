@@ -27,8 +27,8 @@ def test_demo_runs_every_stage_and_serves_raw_text(tmp_path):
   assert "masked_lm_accuracy" in output and "eval_accuracy" in output
   served = [line for line in output.splitlines() if line.startswith("  '") and "-> label" in line]
   assert len(served) == 4
-  # Each served line says whether the label is the one its words mean (the model here trained
-  # for five steps, so which it is varies).
+  # Each served line says whether the label is the one its words mean (the model here had two
+  # pre-training and three fine-tuning steps, so which it is varies).
   assert all(re.search(r"-> label [01] \(p=[\d.]+, (as meant|meant [01])\)$", line)
              for line in served), served
   assert all(os.path.isdir(tmp_path / name) for name in ("pretraining", "classifier",
