@@ -143,7 +143,7 @@ class _ShardDoFn(beam.DoFn):
     self._processor = None
 
   def setup(self):
-    self._processor = writer.ShardProcessor(*self._args, piece_dir=None, num_outputs=1)
+    self._processor = writer.ShardProcessor(*self._args)
 
 
 class _Tokenize(_ShardDoFn):

@@ -2,11 +2,17 @@
 
 The corpus is read as a stream of shards (`corpus`), in two rounds. First worker processes
 tokenize each shard and save its documents (`writer`); this process draws from all of them the
-pool of random next sentences (`next_sentences`). Then the workers turn each shard into piece
-files, and this process appends the pieces to the output files in shard order and renames the
-outputs when they are complete. Memory is bounded by a few shards per worker and the pool, whatever
-the size of the corpus (the saved documents take about the size of the text on disk), and the
-output bytes depend on the seed and the shard size only, not on the number of workers.
+pool of random next sentences (`next_sentences`). Then the workers turn each shard into a piece
+file of records grouped by shuffle bucket, which this process appends to the buckets in shard
+order (`shuffle`). Last, this process reads the buckets one at a time, puts each in random order
+and deals its records round-robin to the outputs, which it renames when they are complete.
+
+So every output file is a uniformly random sample of all the instances, in random order, as the
+original tool's (which shuffles all of them in memory): `run_pretraining.py` may read it through a
+small shuffle buffer. Memory is bounded by a few shards per worker, the pool and one bucket,
+whatever the size of the corpus (the saved documents take about the size of the text on disk, the
+buckets about the size of the output), and the output bytes depend on the seed and the shard size
+only, not on the number of workers.
 
 This process works on shards too; see `workers` for how the work is shared.
 
@@ -14,15 +20,14 @@ Deviations from the original tool, all forced by streaming:
 
 * a random next sentence comes from a pool of at most `next_sentences.MAX_POOL_SEGMENTS` segments
   drawn from the whole corpus by the original's rule, so a segment may serve more than once;
-* instances are shuffled within a shard, not across the whole corpus;
 * the end of an input file ends a document, and a document longer than `2 * shard_bytes` is cut
   into several (the cuts are counted in the summary).
 
 Until the outputs are complete, they are written beside themselves under names that carry the
-output's name, the host and the process id (`out.tfrecord.incomplete-<host>-<pid>`, and the piece
-folder `.out.tfrecord.pieces-<host>-<pid>`). A run that stops on an error or a signal removes them;
-one that was killed cannot, so the next run for the same output removes those of dead processes
-on this host.
+output's name, the host and the process id (`out.tfrecord.incomplete-<host>-<pid>`, and the folder
+of pieces and buckets `.out.tfrecord.pieces-<host>-<pid>`). A run that stops on an error or a
+signal removes them; one that was killed cannot, so the next run for the same output removes those
+of dead processes on this host.
 """
 
 import os
@@ -35,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert.common import debris, file_io
-from official_bert.pretraining import corpus, next_sentences, workers, writer
+from official_bert.pretraining import corpus, next_sentences, shuffle, workers, writer
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.stats import MAX_LISTED_ERRORS, PretrainingStats
 
@@ -49,15 +54,17 @@ BYTES_PER_WORKER = 32 << 20
 def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_case=True,
                             options=InstanceOptions(), random_seed=12345,
                             num_workers=None, gzip=False, shard_bytes=DEFAULT_SHARD_BYTES,
-                            progress_interval_s=10.0):
+                            bucket_bytes=shuffle.DEFAULT_BUCKET_BYTES, progress_interval_s=10.0):
   """Writes BERT pre-training TFRecords from text files, as the original tool, only faster.
 
   Args:
     input_files: comma-separated files or glob patterns (a string or a list of them); one sentence
       per line, a blank line between documents.
-    output_files: comma-separated output paths (a string or a list); instances go to them
-      round-robin. Every path, here and above, may be local or any `tf.io.gfile` URL (`gs://`);
-      the per-shard pieces stay on this machine, and each output appears whole or not at all.
+    output_files: comma-separated output paths (a string or a list); the instances, in one
+      random order, go to them round-robin. Every path, here and above, may be local or any
+      `tf.io.gfile` URL (`gs://`); the pieces and shuffle buckets stay on this machine (beside a
+      local output, else in the system's temporary folder: room for about the output's size),
+      and each output appears whole or not at all.
     vocab_file: the WordPiece vocabulary.
     do_lower_case: lower-case the text, as for an uncased model.
     options: `InstanceOptions`.
@@ -67,6 +74,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
       `dupe_factor` only, as each further process first spends seconds importing TensorFlow.
     gzip: write GZIP-compressed TFRecords.
     shard_bytes: text per shard; memory grows with it.
+    bucket_bytes: records per shuffle bucket, about; this process holds one bucket at a time.
     progress_interval_s: seconds between progress lines.
 
   Returns:
@@ -85,11 +93,13 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
   start = time.monotonic()
   if shard_bytes < 1:
     raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
+  if bucket_bytes < 1:
+    raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
   if num_workers is not None and num_workers < 1:
     raise ValueError(f"num_workers must be at least 1, got {num_workers}")
   files = file_io.expand_globs(input_files, what="input file")
   corpus.read_vocab_tokens(vocab_file)
-  outputs = _output_paths(output_files)
+  outputs = output_paths(output_files)
   if num_workers is None:
     num_workers = _auto_num_workers(files, options.dupe_factor)
   logging.info("Creating pre-training data from %d files into %d files with %d workers.",
@@ -97,14 +107,14 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
   for path in outputs:
     if os.path.dirname(path):
       tf.io.gfile.makedirs(os.path.dirname(path))
-  _remove_debris(outputs)
-  piece_dir = _piece_dir(outputs[0])
-  partial = [_temporary_path(path) for path in outputs]
+  remove_debris(outputs)
+  piece_dir = work_folder(outputs[0])
+  partial = [temporary_path(path) for path in outputs]
   try:
     tf.io.gfile.makedirs(piece_dir)
     stats = _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
-                       (vocab_file, do_lower_case, options, random_seed, piece_dir, len(outputs),
-                        gzip), start)
+                       (vocab_file, do_lower_case, options, random_seed, piece_dir), start,
+                       gzip=gzip, bucket_bytes=bucket_bytes)
     if stats.instances == 0:
       named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
       raise ValueError(
@@ -113,6 +123,11 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
           f"{stats.lines_without_tokens} without WordPiece tokens")
     for temporary, path in zip(partial, outputs):
       tf.io.gfile.rename(temporary, path, overwrite=True)
+  except (OSError, tf.errors.OpError) as error:
+    # The pieces and buckets take about the output's size beside it, until the end.
+    shuffle.raise_if_disk_full(error, "creating the pre-training data, whose work files take "
+                               "about the output's size beside it")
+    raise
   finally:
     shutil.rmtree(piece_dir, ignore_errors=True)
     for temporary in partial:
@@ -123,20 +138,20 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
 
 
 def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
-               processor_args, start):
-  """Tokenizes the shards, draws the pool, then appends each shard's pieces to the outputs."""
+               processor_args, start, *, gzip, bucket_bytes):
+  """Tokenizes the shards, draws the pool, builds the shards into buckets, writes the buckets."""
   _, _, options, random_seed = processor_args[:4]
   stats = PretrainingStats()
   listed = 0
   last_progress = time.monotonic()
-  documents_per_shard, num_sentences = [], 0
-  outputs = []
+  documents_per_shard, num_sentences, num_tokens = [], 0, 0
+  buckets = None
   try:
-    outputs.extend(tf.io.gfile.GFile(path, "wb") for path in partial)
     with workers.ShardRunner(num_workers, processor_args) as runner:
       for result in runner.run_in_order(corpus.read_shards(files, shard_bytes)):
         documents_per_shard.append(result.num_documents)
         num_sentences += result.num_sentences
+        num_tokens += result.num_tokens
         stats = stats + result.stats
         for error in result.stats.undecodable:
           if listed < MAX_LISTED_ERRORS:
@@ -152,31 +167,41 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
       logging.info("Drew %d random next sentence segments from %d documents.", len(pool),
                    stats.documents)
       del pool  # the workers load it from the file; this process too, if it builds shards
+      num_buckets = shuffle.num_buckets(
+          _estimated_record_bytes(options, num_tokens, stats.documents), bucket_bytes)
+      buckets = shuffle.Buckets(os.path.join(piece_dir, "buckets"), num_buckets)
       first_documents = np.concatenate([[0], np.cumsum(documents_per_shard)]).tolist()
-      jobs = (writer.BuildJob(index, first_documents[index])
+      jobs = (writer.BuildJob(index, first_documents[index], num_buckets)
               for index in range(len(documents_per_shard)))
       for result in runner.run_in_order(jobs):
-        # Piece `j` holds the shard's records `j, j + n, ...`; with the records written before,
-        # the next record overall goes to output `stats.instances % n`.
-        for j, piece in enumerate(result.piece_paths):
-          with open(piece, "rb") as f:  # A local piece file (see `create_pretraining_data`).
-            shutil.copyfileobj(f, outputs[(stats.instances + j) % len(outputs)],
-                               file_io.READ_BLOCK_BYTES)
-          os.remove(piece)
+        buckets.add(result.piece_path, result.bucket_bytes, result.bucket_records)
         stats = stats + result.stats
         if time.monotonic() - last_progress >= progress_interval_s:
           last_progress = time.monotonic()
-          _log_progress(stats, last_progress - start, "written")
+          _log_progress(stats, last_progress - start, "built")
       logging.info("Processed %d shards twice (tokenizing, then building): %d times in this "
                    "process and %d in %d worker processes.", len(documents_per_shard),
                    runner.shards_here, runner.shards_in_workers, num_workers - 1)
+    shuffle.write_round_robin(buckets, partial, random_seed, gzip, progress_interval_s)
   finally:
-    for f in outputs:
-      f.close()
+    if buckets is not None:
+      buckets.close()
   return stats
 
 
-def _output_paths(output_files):
+def _estimated_record_bytes(options, num_tokens, num_documents):
+  """About the bytes of the records (frames included), on the high side: for the bucket count.
+
+  An instance holds up to `max_seq_length - 3` tokens of a document; short sequences and the ends
+  of documents make some shorter. A record takes at most 3 bytes per input id (its varint), one per
+  mask and segment id, 9 per prediction and a few hundred of names and framing.
+  """
+  per_pass = num_tokens / max(options.max_seq_length - 3, 1) * 1.25 + num_documents
+  record = 5 * options.max_seq_length + 9 * options.max_predictions_per_seq + 256
+  return options.dupe_factor * per_pass * record
+
+
+def output_paths(output_files):
   """Splits the comma-separated output list; rejects an empty list and repeats."""
   if isinstance(output_files, str):
     output_files = [output_files]
@@ -194,7 +219,7 @@ def _file_key(path):
   return path if local is None else os.path.abspath(local)
 
 
-def _temporary_path(path):
+def temporary_path(path):
   """The name under which `path` is written until it is complete."""
   return f"{path}.incomplete-{debris.writer_id()}"
 
@@ -206,13 +231,13 @@ def _piece_folder(path):
   return os.path.dirname(os.path.abspath(local)) if local is not None else tempfile.gettempdir()
 
 
-def _piece_dir(path):
-  """The folder of this run's piece files for the output `path`."""
+def work_folder(path):
+  """The local folder of this run's work files (pieces, buckets) for the output `path`."""
   return os.path.join(_piece_folder(path),
                       f".{os.path.basename(path)}.pieces-{debris.writer_id()}")
 
 
-def _remove_debris(outputs):
+def remove_debris(outputs):
   """Removes the partial outputs and piece folders that killed runs left beside `outputs`.
 
   Only those of processes of this host that no longer run are removed: a process of another host

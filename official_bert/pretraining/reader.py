@@ -9,6 +9,13 @@ The records hold the original features (`input_ids`, `input_mask`, `segment_ids`
   `BertPretrainer`;
 * labels: `masked_lm_ids` (int32), `masked_lm_weights` (float32), both
   `[batch, max_predictions_per_seq]`, and `next_sentence_labels` (int32 `[batch]`, 1 = random next).
+
+The order the reader assumes: each file already holds its records in a uniformly random order, as
+`create_pretraining_data` writes them (and the original tool did). Training reads the files in a
+shuffled order, `cycle_length` at a time, and then through a shuffle buffer that only mixes
+neighbouring records: it cannot undo an order in which the records follow the corpus. Files
+written in corpus order (by another tool, or by earlier versions of this package) train measurably
+slower; shuffle them once with `bert-shuffle-records` (`official_bert.pretraining.shuffle_records`).
 """
 
 import tensorflow as tf
@@ -57,7 +64,8 @@ def pretraining_dataset(file_patterns, seq_length, max_predictions_per_seq, batc
     dynamic_masking: a `DynamicMasking` (`official_bert.pretraining.dynamic_masking`) to draw new
       masks for every batch (so every epoch), or None to use the stored masks.
     seed: seeds shuffling and dynamic masking.
-    shuffle_buffer_size: records in the shuffle buffer when training.
+    shuffle_buffer_size: records in the shuffle buffer when training. It mixes neighbours only;
+      the files must be in random order already (see the module docstring).
     cycle_length: files read at once.
     vocab_size: the model's; when given, every batch is checked to hold token ids (`input_ids`,
       `masked_lm_ids`) in `[0, vocab_size)`, and fails naming the file of a record that does not

@@ -25,6 +25,8 @@ import traceback
 
 from absl import logging
 
+from official_bert.common.errors import UserError
+
 # A worker has at most this many shards queued or in progress.
 _SHARDS_PER_WORKER = 2
 # Seconds between checks that the workers are still alive while waiting for a result.
@@ -135,6 +137,8 @@ class ShardRunner:
         continue
       if kind == "error":
         raise RuntimeError(f"a pre-training data worker failed:\n{payload}")
+      if kind == "user_error":
+        raise UserError(payload)
       if kind == "ready":
         self._ready += 1
         logging.info("Worker process %d is ready.", payload)
@@ -173,5 +177,8 @@ def _worker_main(processor_args, tasks, results):
     while True:
       shard = tasks.get()
       results.put(("result", processor.process(shard)))
+  except UserError as error:
+    # The user's to fix (a full disk, say): one line, as in this process.
+    results.put(("user_error", str(error)))
   except Exception:  # pylint: disable=broad-except
     results.put(("error", traceback.format_exc()))

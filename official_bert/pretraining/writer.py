@@ -5,9 +5,10 @@ each shard's sentences in large batches with the in-graph WordPiece tokenizer
 (`BertTokenizerLayer`) and saves the documents; the driver (`pipeline`) then draws the pool of
 random next sentences from all of them (`next_sentences`). Then, for each shard (`BuildJob`), it
 builds the instances (`instances`), serializes them as `tf.train.Example` protos with exactly the
-original tool's features, and writes them round-robin into one piece file per output file. The
-driver appends the pieces to the outputs in shard order, so the result does not depend on the
-number of workers.
+original tool's features, draws a shuffle bucket for each (`shuffle.scatter_draws`) and writes
+them, grouped by bucket, into one piece file. The driver appends the pieces to the buckets in shard
+order and writes the buckets out in random order, so the result does not depend on the number of
+workers.
 
 The features, as in the original (`int64` lists unless noted):
 
@@ -27,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert.preprocessing import tokenizer_layer
-from official_bert.pretraining import corpus, next_sentences
+from official_bert.pretraining import corpus, next_sentences, shuffle
 from official_bert.pretraining.instances import (
   FEATURE_NAMES,
   VocabInfo,
@@ -48,17 +49,23 @@ class ShardResult:
 
   Args:
     index: the shard's number.
-    piece_paths: after building, the piece file for each output file; empty after tokenizing.
     stats: the counts of the round: of the text read, or of the instances written.
     num_documents: after tokenizing, the shard's documents.
     num_sentences: after tokenizing, the shard's sentences.
+    num_tokens: after tokenizing, the shard's WordPiece tokens.
+    piece_path: after building, the piece file of the shard's records, grouped by bucket.
+    bucket_bytes: after building, the bytes of each bucket's records in the piece.
+    bucket_records: after building, the number of each bucket's records in the piece.
   """
 
   index: int
-  piece_paths: tuple
   stats: PretrainingStats
   num_documents: int = 0
   num_sentences: int = 0
+  num_tokens: int = 0
+  piece_path: str = ""
+  bucket_bytes: np.ndarray = None
+  bucket_records: np.ndarray = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +75,12 @@ class BuildJob:
   Args:
     index: the shard's number.
     first_document: the corpus-wide number of its first document.
+    num_buckets: the number of shuffle buckets of the run.
   """
 
   index: int
   first_document: int
+  num_buckets: int
 
 
 
@@ -134,22 +143,17 @@ class ShardProcessor:
     do_lower_case: lower-case and strip accents before WordPiece, as the original.
     options: `official_bert.pretraining.instances.InstanceOptions`.
     random_seed: the run's seed; shard `i` uses the stream `(random_seed, i)`.
-    piece_dir: folder for the saved documents, the pool and the piece files; None for a caller
-      that only uses `prepare` and `build_records` (`beam_pipeline`).
-    num_outputs: number of output files (pieces per shard).
-    gzip: write GZIP-compressed TFRecords.
+    piece_dir: local folder for the saved documents, the pool and the piece files; None for a
+      caller that only uses `prepare` and `build_records` (`beam_pipeline`).
   """
 
-  def __init__(self, vocab_file, do_lower_case, options, random_seed, piece_dir, num_outputs,
-               gzip=False):
+  def __init__(self, vocab_file, do_lower_case, options, random_seed, piece_dir=None):
     tokens = corpus.read_vocab_tokens(vocab_file)
     self._vocab = VocabInfo.from_tokens(tokens)
     self._tokenizer = tokenizer_layer.BertTokenizerLayer(vocab_file, do_lower_case)
     self._options = options
     self._random_seed = random_seed
     self._piece_dir = piece_dir
-    self._num_outputs = num_outputs
-    self._record_options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
     self._pool = None
     self._pool_lock = threading.Lock()
 
@@ -199,11 +203,12 @@ class ShardProcessor:
     """Saves a prepared shard's documents for the second round."""
     index, documents, stats = prepared
     next_sentences.save_documents(next_sentences.documents_path(self._piece_dir, index), documents)
-    return ShardResult(index, (), stats, documents.num_documents,
-                       len(documents.sentence_splits) - 1)
+    return ShardResult(index, stats, num_documents=documents.num_documents,
+                       num_sentences=len(documents.sentence_splits) - 1,
+                       num_tokens=len(documents.token_ids))
 
   def _build(self, job):
-    """Builds, serializes, shuffles and writes the instances of a tokenized shard."""
+    """Builds and serializes the instances of a tokenized shard, and writes them by bucket."""
     with self._pool_lock:
       if self._pool is None:
         self._pool = next_sentences.SegmentPool.load(next_sentences.pool_path(self._piece_dir))
@@ -211,10 +216,21 @@ class ShardProcessor:
     documents = next_sentences.load_documents(path)
     tf.io.gfile.remove(path)
     records, stats = self.build_records(job.index, documents, job.first_document, self._pool)
-    return ShardResult(job.index, self._write_pieces(job.index, records), stats)
+    draws = shuffle.scatter_draws(self._random_seed, job.index, len(records), job.num_buckets)
+    piece = os.path.join(self._piece_dir, f"shard-{job.index:07d}.tfrecord")
+    try:
+      bucket_bytes = shuffle.write_by_bucket(piece, records, draws, job.num_buckets)
+    except (OSError, tf.errors.OpError) as error:
+      shuffle.raise_if_disk_full(error, "writing the records of a shard")
+      raise
+    return ShardResult(job.index, stats, piece_path=piece, bucket_bytes=bucket_bytes,
+                       bucket_records=np.bincount(draws, minlength=job.num_buckets))
 
   def build_records(self, index, documents, first_document, pool):
-    """Builds and serializes the instances of a tokenized shard, in their final order.
+    """Builds and serializes the instances of a tokenized shard, in a random order.
+
+    The local path and the Beam pipeline both shuffle these records again with those of all
+    other shards (`shuffle`, `beam_pipeline`).
 
     Args:
       index: the shard's number, which picks its random stream.
@@ -236,13 +252,3 @@ class ShardProcessor:
       records.append(serialize_instances(instances))
     records = np.concatenate(records) if records else np.zeros([0], dtype=object)
     return records[shuffled_order(seeds, len(records))], stats
-
-  def _write_pieces(self, shard_index, records):
-    """Writes record `i` to piece `i % num_outputs`; returns the piece paths."""
-    paths = tuple(os.path.join(self._piece_dir, f"shard-{shard_index:07d}-{j:04d}.tfrecord")
-                  for j in range(self._num_outputs))
-    for j, path in enumerate(paths):
-      with tf.io.TFRecordWriter(path, self._record_options) as writer:
-        for record in records[j::self._num_outputs]:
-          writer.write(record)
-    return paths
