@@ -1,4 +1,4 @@
-"""The Apache Beam path of pre-training data: the local path's records, on Beam's runners."""
+"""The Apache Beam path of pre-training data: the local path's records, in one random order."""
 
 import os
 import subprocess
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from official_bert.pretraining import shuffle
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
@@ -77,6 +78,17 @@ def source_of(token_ids):
   return {SOURCES[(i - len(SPECIAL_TOKENS)) // 10] for i in token_ids.tolist()}
 
 
+def segments_of(record):
+  """The token ids of sentences A and B of a record, masks undone, and whether B is random."""
+  spec = feature_spec(OPTIONS.max_seq_length, OPTIONS.max_predictions_per_seq)
+  example = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
+  ids = example["input_ids"].copy()
+  real = example["masked_lm_weights"] > 0
+  ids[example["masked_lm_positions"][real]] = example["masked_lm_ids"][real]
+  first_sep, second_sep = np.flatnonzero(ids[:example["input_mask"].sum()] == 3)
+  return ids[1:first_sep], ids[first_sep + 1:second_sep], bool(example["next_sentence_labels"][0])
+
+
 def test_records_and_stats_equal_the_local_path(books, tmp_path):
   local, local_stats, records, stats = run_both(books, tmp_path, IN_PROCESS, num_shards=3)
   assert len(local) == local_stats.instances > 100
@@ -92,16 +104,11 @@ def test_random_next_sentences_come_from_the_whole_corpus(books, tmp_path):
   stats = beam_pipeline().create_pretraining_data_beam(
       files, output, vocab, IN_PROCESS, options=OPTIONS, shard_bytes=shard_bytes)
   assert stats.documents == 82 and stats.cut_documents == 0
-  spec = feature_spec(OPTIONS.max_seq_length, OPTIONS.max_predictions_per_seq)
   random_from_books = 0
   for record in records_of(output + "-*-of-*"):
-    example = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
-    ids = example["input_ids"].copy()
-    real = example["masked_lm_weights"] > 0
-    ids[example["masked_lm_positions"][real]] = example["masked_lm_ids"][real]
-    first_sep, second_sep = np.flatnonzero(ids[:example["input_mask"].sum()] == 3)
-    (a_source,), (b_source,) = source_of(ids[1:first_sep]), source_of(ids[first_sep + 1:second_sep])
-    if example["next_sentence_labels"][0] and a_source != "short":
+    a_ids, b_ids, random_next = segments_of(record)
+    (a_source,), (b_source,) = source_of(a_ids), source_of(b_ids)
+    if random_next and a_source != "short":
       assert b_source != a_source
       random_from_books += 1
   assert random_from_books > 10
@@ -115,6 +122,183 @@ def test_two_worker_processes_write_the_local_records(books, tmp_path):
   assert len(local) == local_stats.instances > 100
   assert records == local
   assert stats == local_stats
+
+
+# === The order of the records: one random order over the whole corpus ===
+
+# The ordered corpus: GROUPS stretches of consecutive documents, each with words of its own, so a
+# record's sentence A tells which stretch of the corpus it comes from.
+GROUPS = 8
+ORDER_SEED = 7
+# Buckets of a few records each: several per file, so their pieces are joined in bucket order.
+SMALL_BUCKETS = 16 << 10
+
+
+def group_word(group, i):
+  return f"g{group}w{i}"
+
+
+def group_of(record):
+  a_ids, _, _ = segments_of(record)
+  (group,) = {(i - len(SPECIAL_TOKENS)) // 10 for i in a_ids.tolist()}
+  return group
+
+
+@pytest.fixture(scope="module")
+def ordered_corpus(tmp_path_factory):
+  """GROUPS stretches of 12 documents in one file, about a shard each.
+
+  Returns the files, the vocabulary, the shard size and the counts (documents, sentences, tokens).
+  """
+  folder = tmp_path_factory.mktemp("ordered")
+  rng = np.random.default_rng(1)
+  documents = [[" ".join(group_word(group, i) for i in rng.integers(0, 10, rng.integers(5, 10)))
+                for _ in range(rng.integers(3, 6))]
+               for group in range(GROUPS) for _ in range(12)]
+  path = folder / "corpus.txt"
+  path.write_text("\n\n".join("\n".join(lines) for lines in documents) + "\n")
+  vocab = folder / "vocab.txt"
+  write_vocab(vocab, SPECIAL_TOKENS + [group_word(g, i) for g in range(GROUPS) for i in range(10)])
+  counts = (len(documents), sum(len(lines) for lines in documents),
+            sum(len(line.split()) for lines in documents for line in lines))
+  return [str(path)], str(vocab), path.stat().st_size // GROUPS, counts
+
+
+def run_ordered(corpus, output_prefix, **kwargs):
+  files, vocab, shard_bytes, _ = corpus
+  return beam_pipeline().create_pretraining_data_beam(
+      files, str(output_prefix), vocab, IN_PROCESS, options=OPTIONS, shard_bytes=shard_bytes,
+      **kwargs)
+
+
+def records_in_order(path, compression=""):
+  return [r.numpy() for r in tf.data.TFRecordDataset(str(path), compression_type=compression)]
+
+
+def file_names(count):
+  return [f"train.tfrecord-{i:05d}-of-{count:05d}" for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def shuffled(ordered_corpus, tmp_path_factory):
+  """The ordered corpus written to 3 files with small buckets.
+
+  Returns the output folder, the stats and `{file name: its records in order}`.
+  """
+  folder = tmp_path_factory.mktemp("shuffled")
+  stats = run_ordered(ordered_corpus, folder / "train.tfrecord", random_seed=ORDER_SEED,
+                      num_shards=3, bucket_bytes=SMALL_BUCKETS)
+  return folder, stats, {name: records_in_order(folder / name) for name in file_names(3)}
+
+
+def test_each_file_mixes_the_whole_corpus_from_its_first_record(shuffled):
+  _, _, files = shuffled
+  for name, records in files.items():
+    groups = [group_of(r) for r in records]
+    # In corpus order (each shard's records together) the first records come from one or two
+    # stretches; in random order, 16 records miss 5 of 8 stretches with a chance of about 1e-5.
+    assert len(set(groups[:16])) >= 4, (name, groups[:16])
+    # No drift through the file either: the correlation of place and stretch is 0 +- 0.1.
+    assert abs(np.corrcoef(np.arange(len(groups)), groups)[0, 1]) < 0.5, (name, groups)
+
+
+def test_every_file_is_a_random_sample_of_the_whole_corpus(shuffled):
+  folder, stats, files = shuffled
+  sizes = [len(records) for records in files.values()]
+  assert sum(sizes) == stats.instances > 300
+  # A file's share is binomial: 1/3 +- 0.03 of the records.
+  assert all(abs(size / stats.instances - 1 / 3) < 0.15 for size in sizes), sizes
+  for name, records in files.items():
+    # Each stretch has about 15 records in each file; none in one would be a chance of 1e-8.
+    assert {group_of(r) for r in records} == set(range(GROUPS)), name
+
+
+def test_a_run_leaves_only_its_outputs(shuffled):
+  folder, _, _ = shuffled
+  assert sorted(p.name for p in folder.iterdir()) == file_names(3)
+
+
+def test_records_are_those_of_the_local_path_and_the_estimate_is_on_the_high_side(
+    ordered_corpus, shuffled, tmp_path):
+  files, vocab, shard_bytes, counts = ordered_corpus
+  _, stats, shuffled_files = shuffled
+  local = str(tmp_path / "local.tfrecord")
+  create_pretraining_data(files, local, vocab, options=OPTIONS, num_workers=1,
+                          random_seed=ORDER_SEED, shard_bytes=shard_bytes)
+  records = sorted(r for rs in shuffled_files.values() for r in rs)
+  assert records == records_of(local)
+  written = sum(len(r) for r in records)
+  estimate = shuffle.estimated_record_bytes(OPTIONS, *counts)
+  assert written < estimate < 4 * written
+
+
+def test_the_same_seed_writes_the_same_bytes_and_another_seed_another_order(
+    ordered_corpus, shuffled, tmp_path):
+  folder, _, files = shuffled
+  # One bucket a file this time: the bytes do not depend on the buckets, only on the seed.
+  run_ordered(ordered_corpus, tmp_path / "again" / "train.tfrecord", random_seed=ORDER_SEED,
+              num_shards=3)
+  for name in files:
+    assert (tmp_path / "again" / name).read_bytes() == (folder / name).read_bytes(), name
+  run_ordered(ordered_corpus, tmp_path / "other" / "train.tfrecord", random_seed=ORDER_SEED + 1,
+              num_shards=3, bucket_bytes=SMALL_BUCKETS)
+  for name, records in files.items():
+    other = records_in_order(tmp_path / "other" / name)
+    assert [group_of(r) for r in other] != [group_of(r) for r in records], name
+
+
+def test_without_num_shards_one_file_per_text_bytes_times_dupe_factor(
+    ordered_corpus, shuffled, tmp_path, monkeypatch):
+  module = beam_pipeline()
+  files, _, _, _ = ordered_corpus
+  _, _, expected = shuffled
+  # The rule, scaled to the small corpus: text for 2.5 files (times dupe_factor) makes 3.
+  text = os.path.getsize(files[0]) * OPTIONS.dupe_factor
+  monkeypatch.setattr(module, "TEXT_BYTES_PER_OUTPUT", int(text / 2.5))
+  run_ordered(ordered_corpus, tmp_path / "train.tfrecord", random_seed=ORDER_SEED, gzip=True,
+              bucket_bytes=SMALL_BUCKETS)
+  assert sorted(p.name for p in tmp_path.iterdir()) == file_names(3)
+  # GZIP-compressed, the same records in the same files and order as with num_shards=3.
+  for name, records in expected.items():
+    assert records_in_order(tmp_path / name, "GZIP") == records, name
+
+
+def test_a_failed_run_removes_its_pieces(ordered_corpus, tmp_path):
+  # A folder in the way of the second output fails its rename, once all pieces are written.
+  (tmp_path / file_names(3)[1]).mkdir()
+  with pytest.raises(Exception, match="Is a directory"):
+    run_ordered(ordered_corpus, tmp_path / "train.tfrecord", random_seed=ORDER_SEED,
+                num_shards=3, bucket_bytes=SMALL_BUCKETS)
+  # Outputs renamed before the failure are complete; no piece, folder or partial file remains.
+  assert {p.name for p in tmp_path.iterdir()} <= set(file_names(3))
+
+
+def test_the_layout_cuts_the_keys_into_equal_ranges_in_order():
+  layout = beam_pipeline().OutputLayout(num_files=3, buckets_per_file=5)
+  keys = sorted(np.random.default_rng(0).integers(1 << 63, size=2000, dtype=np.int64).tolist())
+  places = [layout.place(k) for k in [0, *keys, (1 << 63) - 1]]
+  assert places[0] == (0, 0) and places[-1] == (2, 4)
+  # Keys in order go to files and buckets in order: a file is its buckets, each sorted, in order.
+  assert places == sorted(places)
+  counts = np.bincount([f * 5 + b for f, b in places[1:-1]], minlength=15)
+  assert counts.min() > 2000 / 15 / 2
+  assert layout.place(1 << 62) == (1, 2)  # the middle of the middle file's middle bucket
+  assert layout.output_path("out/train", 2) == "out/train-00002-of-00003"
+
+
+def test_the_file_count_follows_the_text_size_and_the_buckets_the_estimate():
+  module = beam_pipeline()
+  choose = module.OutputLayout.choose
+  options = InstanceOptions(max_seq_length=128, dupe_factor=10)
+  counts = [(0, 100, 10_000, 200_000), (1, 100, 10_000, 200_000)]
+  per_output = module.TEXT_BYTES_PER_OUTPUT
+  estimate = shuffle.estimated_record_bytes(options, 200, 20_000, 400_000)
+  for text_bytes, files in [(1, 1), (per_output // 10, 1), (per_output // 10 + 1, 2),
+                            (per_output, 10)]:
+    layout = choose(counts, text_bytes, options, 0, 1 << 20, per_output)
+    assert layout.num_files == files, text_bytes
+    assert layout.buckets_per_file == int(np.ceil(estimate / (files << 20)))
+  assert choose(counts, per_output, options, 7, 1 << 40, per_output) == module.OutputLayout(7, 1)
 
 
 def test_a_runner_without_apache_beam_names_the_extra(books, tmp_path):
@@ -142,7 +326,8 @@ def test_input_without_text_is_a_clear_error_and_leaves_no_file(books, tmp_path)
   with pytest.raises(ValueError, match="no pre-training instances.*3 lines, 3 blank"):
     beam_pipeline().create_pretraining_data_beam(
         str(blank), str(tmp_path / "out" / "train.tfrecord"), vocab, IN_PROCESS, options=OPTIONS)
-  assert not tf.io.gfile.glob(str(tmp_path / "out" / "train.tfrecord*"))
+  # Neither an (empty) output nor the shuffle's folder remains.
+  assert not list((tmp_path / "out").glob("*")) and not list((tmp_path / "out").glob(".*"))
 
 
 @pytest.mark.slow

@@ -63,7 +63,8 @@ def test_bucket_files_give_the_numpy_order(tmp_path):
       buckets.add(piece, sizes, np.bincount(draws, minlength=4))
       assert not os.path.exists(piece)
     assert buckets.records.sum() == 500
-    out = [r for bucket in buckets.gather(7) for r in bucket]
+    # Framed records: an 8-byte length and its 4-byte CRC before the data, its CRC after.
+    out = [r[12:-4] for bucket in buckets.gather(7) for r in bucket]
   assert out == [records[i] for i in expected]
   assert not os.path.exists(tmp_path / "buckets")
 

@@ -69,7 +69,8 @@ def define_flags():
       "processes; the flags this tool does not know go to Beam's pipeline options. Needs "
       "pip install -e \".[beam]\".")
   flags.DEFINE_integer("num_output_shards", 0,
-                       "With --runner: the number of output files; 0 lets the runner choose.")
+                       "With --runner: the number of output files; 0 chooses one per 128 MiB of "
+                       "input text times --dupe_factor.")
   flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_BYTES / 2**20,
                      "MiB of text per shard; memory grows with it. Random next sentences come "
                      "from the whole corpus whatever the shard size.")

@@ -167,8 +167,8 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
       logging.info("Drew %d random next sentence segments from %d documents.", len(pool),
                    stats.documents)
       del pool  # the workers load it from the file; this process too, if it builds shards
-      num_buckets = shuffle.num_buckets(
-          _estimated_record_bytes(options, num_tokens, stats.documents), bucket_bytes)
+      num_buckets = shuffle.num_buckets(shuffle.estimated_record_bytes(
+          options, stats.documents, num_sentences, num_tokens), bucket_bytes)
       buckets = shuffle.Buckets(os.path.join(piece_dir, "buckets"), num_buckets)
       first_documents = np.concatenate([[0], np.cumsum(documents_per_shard)]).tolist()
       jobs = (writer.BuildJob(index, first_documents[index], num_buckets)
@@ -187,18 +187,6 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
     if buckets is not None:
       buckets.close()
   return stats
-
-
-def _estimated_record_bytes(options, num_tokens, num_documents):
-  """About the bytes of the records (frames included), on the high side: for the bucket count.
-
-  An instance holds up to `max_seq_length - 3` tokens of a document; short sequences and the ends
-  of documents make some shorter. A record takes at most 3 bytes per input id (its varint), one per
-  mask and segment id, 9 per prediction and a few hundred of names and framing.
-  """
-  per_pass = num_tokens / max(options.max_seq_length - 3, 1) * 1.25 + num_documents
-  record = 5 * options.max_seq_length + 9 * options.max_predictions_per_seq + 256
-  return options.dupe_factor * per_pass * record
 
 
 def output_paths(output_files):

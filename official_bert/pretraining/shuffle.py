@@ -15,15 +15,17 @@ both which records share a bucket and their order within it are uniform. Dealt r
 several output files, each file holds a uniformly random sample of the records, in random order.
 Every draw comes from a stream of the run's seed, so the same seed gives the same bytes.
 
-Bucket files are plain TFRecord files (no compression); the records they hold are copied byte for
-byte, frame and checksums included.
+Bucket files are plain TFRecord files (no compression) that `tf.io.TFRecordWriter` wrote; their
+records are copied byte for byte, frame and checksums included, as TFRecord files concatenate.
 """
 
 import errno
 import os
 import resource
 import shutil
+import struct
 import time
+import zlib
 
 from absl import logging
 import numpy as np
@@ -43,6 +45,8 @@ _GATHER_STREAM = 0x62676872
 # File handles kept for the bucket files: the rest of the process keeps the others.
 _RESERVED_HANDLES = 64
 _COPY_BYTES = 1 << 20
+# Framed records joined into one write.
+_WRITE_RECORDS = 4096
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -51,6 +55,27 @@ def num_buckets(estimated_bytes, bucket_bytes=DEFAULT_BUCKET_BYTES):
   if bucket_bytes < 1:
     raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
   return max(1, -(-int(estimated_bytes) // int(bucket_bytes)))
+
+
+def estimated_record_bytes(options, num_documents, num_sentences, num_tokens):
+  """About the bytes of all the records of a text, frames included, on the high side.
+
+  A pass over the documents makes instances of at most `max_seq_length - 3` tokens of text, many
+  shorter (short sequences, the ends of documents, a random next that leaves sentences to the next
+  chunk): half that is taken here as their mean. A pass never makes more instances than sentences
+  (an instance takes at least one). A record takes at most 3 bytes per input id (its varint), 1 per
+  mask and segment id, 9 per prediction, and a few hundred of feature names and framing.
+
+  Args:
+    options: the `InstanceOptions`.
+    num_documents: of the whole text.
+    num_sentences: of the whole text.
+    num_tokens: WordPiece tokens of the whole text.
+  """
+  per_pass = min(num_sentences,
+                 2 * num_tokens / max(options.max_seq_length - 3, 1) + num_documents)
+  record = 5 * options.max_seq_length + 9 * options.max_predictions_per_seq + 256
+  return options.dupe_factor * per_pass * record
 
 
 def scatter_draws(random_seed, source, count, buckets):
@@ -95,15 +120,11 @@ def write_by_bucket(path, records, draws, buckets):
   return np.bincount(draws, weights=sizes, minlength=buckets).astype(np.int64)
 
 
-def read_records(path, compression_type=""):
-  """All the records of a TFRecord file, as a numpy object array of `bytes`."""
-  records = [batch.numpy() for batch in
-             tf.data.TFRecordDataset(path, compression_type=compression_type).batch(1 << 16)]
-  return np.concatenate(records) if records else np.zeros([0], dtype=object)
-
-
 def write_round_robin(buckets, paths, random_seed, gzip=False, progress_interval_s=10.0):
   """Writes every bucket's records, in random order, round-robin to the TFRecord files `paths`.
+
+  The framed records are copied as they are; with `gzip`, each file is one GZIP stream of them,
+  as `tf.io.TFRecordWriter` writes it.
 
   Args:
     buckets: the `Buckets`, after the scatter.
@@ -112,23 +133,45 @@ def write_round_robin(buckets, paths, random_seed, gzip=False, progress_interval
     gzip: write GZIP-compressed TFRecords.
     progress_interval_s: seconds between progress lines.
   """
-  record_options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
   total, written = int(buckets.records.sum()), 0
   last_progress = time.monotonic()
   logging.info("Writing %d records from %d shuffle buckets.", total, buckets.count)
   outputs = []
   try:
-    outputs.extend(tf.io.TFRecordWriter(path, record_options) for path in paths)
+    outputs.extend(_Output(path, gzip) for path in paths)
     for records in buckets.gather(random_seed):
-      for i, record in enumerate(records, written):
-        outputs[i % len(outputs)].write(record)
+      for j, output in enumerate(outputs):
+        output.write(records[(j - written) % len(outputs)::len(outputs)])
       written += len(records)
       if time.monotonic() - last_progress >= progress_interval_s:
         last_progress = time.monotonic()
         logging.info("written: %d of %d records", written, total)
+    for output in outputs:
+      output.finish()
   finally:
     for output in outputs:
       output.close()
+
+
+class _Output:
+  """A TFRecord file written from framed records, plain or as one GZIP stream."""
+
+  def __init__(self, path, gzip):
+    self._file = tf.io.gfile.GFile(path, "wb")
+    # wbits 31: the gzip format (a header, DEFLATE, a CRC-32 trailer), TensorFlow's GZIP option.
+    self._compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if gzip else None
+
+  def write(self, framed_records):
+    for start in range(0, len(framed_records), _WRITE_RECORDS):
+      data = b"".join(framed_records[start:start + _WRITE_RECORDS])
+      self._file.write(self._compressor.compress(data) if self._compressor else data)
+
+  def finish(self):
+    if self._compressor:
+      self._file.write(self._compressor.flush())
+
+  def close(self):
+    self._file.close()
 
 
 def raise_if_disk_full(error, what, path=None):
@@ -195,18 +238,25 @@ class Buckets:
     os.remove(path)
 
   def gather(self, random_seed):
-    """Yields each bucket's records in random order (object arrays of `bytes`), bucket by bucket.
+    """Yields each bucket's framed records in random order, bucket by bucket.
 
-    Each bucket file is removed once it is read.
+    A framed record is its bytes in a TFRecord file, frame and checksums included: TFRecord files
+    concatenate byte for byte. Each bucket file is removed once it is read.
+
+    Yields:
+      A list of `bytes` per bucket.
     """
     self._close_handles()
     for bucket in range(self.count):
       path = self.path(bucket)
       if not os.path.exists(path):
         continue
-      records = read_records(path)
+      with open(path, "rb") as f:
+        data = f.read()
       os.remove(path)
-      yield records[gather_order(random_seed, bucket, len(records))]
+      starts = _frame_starts(data, path)
+      order = gather_order(random_seed, bucket, len(starts) - 1)
+      yield [data[a:b] for a, b in zip(starts[order].tolist(), starts[order + 1].tolist())]
 
   def close(self):
     self._close_handles()
@@ -237,6 +287,18 @@ class Buckets:
     if failed:
       raise_if_disk_full(failed[1], "writing the shuffle's buckets", self.path(failed[0]))
       raise failed[1]
+
+
+def _frame_starts(data, path):
+  """The offsets at which the framed records of `data`, a TFRecord file's bytes, start, and its
+  length: int64 `[records + 1]`."""
+  starts, offset, end = [], 0, len(data)
+  while offset < end:
+    starts.append(offset)
+    offset += struct.unpack_from("<Q", data, offset)[0] + FRAME_BYTES
+  if offset != end:
+    raise RuntimeError(f"{path}: the last record runs {offset - end} bytes past the end")
+  return np.array(starts + [end], dtype=np.int64)
 
 
 def _copy(source, target, length, path):
