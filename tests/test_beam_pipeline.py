@@ -351,3 +351,20 @@ def test_the_script_hands_the_flags_it_does_not_know_to_beam(books, tmp_path):
   assert sorted(p.name for p in output.parent.iterdir()) == [
       "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]
   assert records_of(f"{output}-*-of-*") == records_of(local)
+
+
+def test_a_flag_that_neither_the_tool_nor_beam_knows_is_refused_before_any_work(books, tmp_path):
+  beam_pipeline()
+  files, vocab, _ = books
+  output = tmp_path / "beam" / "train.tfrecord"
+  done = subprocess.run(
+      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
+       f"--input_file={','.join(files)}", f"--output_file={output}", f"--vocab_file={vocab}",
+       "--runner=DirectRunner", "--max_seq_len=64", "--direct_num_workers=1"],
+      capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, PYTHONPATH=str(REPOSITORY), TF_CPP_MIN_LOG_LEVEL="3"))
+  assert done.returncode == 2, done.stderr[-3000:]
+  error = done.stderr.strip().splitlines()[-1]
+  assert error.startswith("error: unknown flag(s) --max_seq_len (did you mean --max_seq_length?)")
+  assert "Traceback" not in done.stderr
+  assert not output.parent.exists() or not list(output.parent.iterdir())

@@ -24,6 +24,7 @@ SIGINT (Ctrl-C) and SIGTERM stop the run within seconds: the workers are termina
 outputs removed, and the exit status is 128 + the signal number.
 """
 
+import difflib
 import os
 import signal
 import sys
@@ -111,6 +112,7 @@ def _create(beam_args):
   if FLAGS.runner:
     # Beam spells Dataflow's worker count `--num_workers` too; absl took it, so it is passed on.
     workers = [] if FLAGS.num_workers is None else [f"--num_workers={FLAGS.num_workers}"]
+    _check_beam_args(beam_args or [])
     _beam_pipeline().create_pretraining_data_beam(
         FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
         [f"--runner={FLAGS.runner}", *workers, *(beam_args or [])],
@@ -134,6 +136,20 @@ def _beam_pipeline():
     raise UserError(f"--runner={FLAGS.runner} needs Apache Beam, which is not installed: "
                     'pip install -e ".[beam]" (or pip install "official_bert[beam]")') from None
   return beam_pipeline
+
+
+def _check_beam_args(beam_args):
+  """Refuses, before any work, an argument that is neither this tool's flag nor Beam's option:
+  Beam would only log that it discards it, and the records would be written without it."""
+  known, unknown = _beam_pipeline().option_names(beam_args)
+  if not unknown:
+    return
+  hints = []
+  for name in unknown:
+    close = difflib.get_close_matches(name, [*FLAGS, *known], n=1)
+    hints.append(f"--{name}" + (f" (did you mean --{close[0]}?)" if close else ""))
+  raise UserError(f"unknown flag(s) {', '.join(hints)}: neither this tool's (see --help) nor one "
+                  "of Apache Beam's pipeline options")
 
 
 def _asks_for_runner(argv):

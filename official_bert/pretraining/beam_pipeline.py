@@ -454,6 +454,14 @@ def build_pipeline(root, files, output_prefix, vocab_file, *, do_lower_case=True
       | "RemovePieces" >> beam.FlatMap(remove_temp_dir, temp_dir=temp_dir))
 
 
+def option_names(beam_args):
+  """`(known, unknown)`: the names of all of Beam's pipeline options, and those of `beam_args`
+  that none of its `PipelineOptions` classes defines (Beam itself only logs and drops these)."""
+  known = PipelineOptions(beam_args).get_all_options()
+  given = PipelineOptions(beam_args).get_all_options(retain_unknown_options=True)
+  return sorted(known), sorted(set(given) - set(known))
+
+
 def _direct_runner(pipeline_options):
   """The runner that `--direct_running_mode` configures, when it is given; else None (Beam's).
 
