@@ -32,6 +32,9 @@ NO_LABEL = -1
 # is a stray quote swallowing the rows below it.
 MAX_LINES_PER_ROW = 3
 _ENDING_COLUMN = re.compile(r"ending(\d+)")
+# The columns that only the original SWAG CSV files have, and their number of endings.
+_ORIGINAL_COLUMNS = {"video-id", "fold-ind", "startphrase", "gold-source"}
+_ORIGINAL_ENDINGS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +109,11 @@ def _parse_label(value, num_choices, where):
   elif isinstance(value, int) and not isinstance(value, bool):
     label = value
   if label is None or not 0 <= label < num_choices:
+    # A label just past the last ending most likely names an ending that the file lacks.
+    hint = (f" (the endings are ending0 to ending{num_choices - 1}: is ending{label} missing?)"
+            if label == num_choices else "")
     raise ValueError(f"{where}: field 'label' must be an integer in [0, {num_choices}), "
-                     f"got {value!r}")
+                     f"got {value!r}{hint}")
   return label
 
 
@@ -140,6 +146,10 @@ def read_swag_csv(path):
     if missing:
       raise ValueError(f"{path}:1: header lacks the column(s) {missing}; found {header}")
     endings = _ending_fields(header, f"{path}:1")
+    if _ORIGINAL_COLUMNS & set(header) and len(endings) < _ORIGINAL_ENDINGS:
+      absent = [f"ending{i}" for i in range(len(endings), _ORIGINAL_ENDINGS)]
+      raise ValueError(f"{path}:1: header lacks the column(s) {', '.join(absent)}: a SWAG CSV "
+                       f"has ending0 to ending{_ORIGINAL_ENDINGS - 1}; found {header}")
     examples = []
     next_line = reader.line_num + 1
     for fields in reader:
