@@ -9,6 +9,7 @@ from safetensors.numpy import load_file, save_file
 
 from official_bert import BertEncoder, BertPretrainer, checkpoints
 from official_bert.checkpoints import huggingface, load_encoder, load_pretrainer
+from official_bert.common.errors import UserError
 
 from testing import minilm_model_dir, tiny_bert_config
 
@@ -219,3 +220,20 @@ def test_sharded_safetensors_load(tmp_path):
                                 tensors["encoder.layer.1.attention.output.dense.bias"])
   np.testing.assert_array_equal(encoder.embeddings.word_embeddings.embeddings.numpy(),
                                 tensors["embeddings.word_embeddings.weight"])
+
+
+@pytest.mark.parametrize("shard", ["../../../outside.safetensors", "sub/../../outside.safetensors",
+                                   "/tmp/outside.safetensors"])
+def test_a_shard_outside_the_model_folder_is_refused_before_reading(tmp_path, shard):
+  tensors = hf_tensors(CONFIG, heads=False)
+  folder = write_hf_folder(tmp_path / "a" / "b" / "c" / "hf", {})
+  (folder / "model.safetensors").unlink()
+  if not shard.startswith("/"):
+    # A real shard lies where the index points: only the check keeps it from being read.
+    outside = (folder / shard).resolve()
+    outside.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(outside))
+  (folder / "model.safetensors.index.json").write_text(
+      json.dumps({"weight_map": {name: shard for name in tensors}}))
+  with pytest.raises(UserError, match=r"the shard '.*' lies outside the model folder"):
+    load_encoder(folder)

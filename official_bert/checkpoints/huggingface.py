@@ -7,6 +7,7 @@ stores `[out, in]`), and `official_bert.checkpoints.tf1` assigns them, with the 
 
 import io
 import os
+import posixpath
 
 from absl import logging
 import numpy as np
@@ -146,6 +147,12 @@ def read_hf_weights(path):
       raise UserError(f"{weights_file}: expected a 'weight_map' object (tensor name -> shard "
                       "file).")
     shards = sorted(set(weight_map.values()))
+    for shard in shards:
+      # A shard is a file of the model folder itself, never a path that leads out of it.
+      if (not isinstance(shard, str) or not shard or "\\" in shard or ":" in shard
+          or posixpath.isabs(shard) or ".." in shard.split("/")):
+        raise UserError(f"{weights_file}: the shard {shard!r} lies outside the model folder; a "
+                        "shard must be a file name relative to the folder of the index.")
     weights = {}
     for shard in shards:
       weights.update(_read_safetensors(os.path.join(os.path.dirname(weights_file), shard)))
