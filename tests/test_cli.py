@@ -6,6 +6,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from official_bert import cli
 from official_bert.common import cpuinfo
 
@@ -82,3 +84,19 @@ def test_importing_the_tools_defines_no_flag_and_define_flags_defines_each_tools
           "tool = importlib.import_module('official_bert.cli.run_squad'); tool.define_flags(); "
           "print(flags.FLAGS['max_seq_length'].default, 'doc_stride' in flags.FLAGS)")
   assert _imported(code) == ["0", "384", "True"]
+
+
+@pytest.mark.parametrize("tool, flags", [
+    ("build_vocab", ["--input_file", "--vocab_size", "--[no]verbose"]),
+    ("shuffle_records", ["--input_file", "--bucket_size_mb", "--random_seed"]),
+    ("run_classifier", ["--task_name", "--init_checkpoint", "--dtype", "--learning_rate"])])
+def test_help_lists_the_tools_own_flags_and_exits_0(tool, flags):
+  result = subprocess.run([sys.executable, str(REPOSITORY / f"{tool}.py"), "--help"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 0, result.stderr[-2000:]
+  # The tool's own flags come first, then those it shares with other tools.
+  assert (result.stdout.index(f"official_bert.cli.{tool}:")
+          < result.stdout.index("official_bert.cli.launch:"))
+  for flag in flags:
+    assert f"  {flag}:" in result.stdout, flag

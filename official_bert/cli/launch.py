@@ -76,13 +76,16 @@ def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
         raise
       _exit_with(str(error))
 
-  app.run(main, flags_parser=functools.partial(_parse_flags, known_only=passing))
+  app.run(main, flags_parser=functools.partial(_parse_flags, known_only=passing,
+                                               tool_module=work.__module__))
 
 
-def _parse_flags(argv, known_only=False):
+def _parse_flags(argv, known_only=False, tool_module=None):
   """absl's flag parsing, with a bad flag (unknown, malformed, missing) as a user's error: absl
   itself would print the whole usage and exit with status 1. `known_only` leaves the flags absl
-  does not know in the arguments it returns."""
+  does not know in the arguments it returns. `--help` prints the tool's own flags and exits 0."""
+  if any(arg in _HELP_ARGUMENTS for arg in argv[1:]):
+    _print_help(tool_module)
   try:
     return FLAGS(argv, known_only=known_only)
   except flags.Error as error:
@@ -92,6 +95,29 @@ def _parse_flags(argv, known_only=False):
                      r"'\1' is not a boolean: give true or false (or --name / --noname)",
                      message)
     _exit_with(f"{message} (see --help)")
+
+
+_HELP_ARGUMENTS = ("--help", "-help", "-h", "-?", "--helpshort")
+
+
+def _print_help(tool_module):
+  """Prints the tool's documentation and the flags this package defines for it, then exits 0.
+
+  absl's own `--help` lists the flags of the `__main__` module only, and the tools' flags are
+  defined in `official_bert.cli`: it would list none.
+  """
+  module = sys.modules.get(tool_module)
+  if module is not None and module.__doc__:
+    print(module.__doc__.strip(), end="\n\n")
+  modules = sorted(name for name in FLAGS.flags_by_module_dict()
+                   if name.startswith("official_bert."))
+  # The tool's own flags first, then those it shares with other tools (engine, fine-tuning, ...).
+  modules.sort(key=lambda name: name != tool_module)
+  for name in modules:
+    print(FLAGS.module_help(name), end="\n\n")
+  print("--helpfull lists every flag, TensorFlow's and absl's included.")
+  sys.stdout.flush()
+  sys.exit(0)
 
 
 def _exit_with(message):
