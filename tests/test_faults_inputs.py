@@ -182,6 +182,54 @@ def test_serve_token_ids_refuses_ids_and_lengths_out_of_range(served, word_ids, 
     _serve_ids(served, word_ids, type_ids)
 
 
+@pytest.mark.parametrize("mask, message", [
+    ([1, 2, 1], "input_mask must be 0 or 1, holds > 1"),
+    ([1, -1, 1], "input_mask must be 0 or 1, holds < 0"),
+    ([0, 1, 1], "input_mask has a 1 after a 0: padding goes on the right"),
+])
+def test_serve_token_ids_refuses_a_mask_that_is_not_ones_then_zeros(served, mask, message):
+  word_ids = tf.constant([[2, 5, 3]], tf.int32)
+  serve = served.signatures["serve_token_ids"]
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    serve(input_word_ids=word_ids, input_mask=tf.constant([mask], tf.int32),
+          input_type_ids=tf.zeros_like(word_ids))
+  assert _serve_ids(served, [2, 5, 3])["label"].numpy()[0] in (b"0", b"1")
+
+
+@pytest.mark.parametrize("signature, inputs, message", [
+    ("serving_default", {"text": tf.constant("the room")}, "tensor text"),
+    ("serving_default", {"text": tf.constant([["the room"]])}, "tensor text"),
+    ("serving_default", {"text": tf.constant([[["the room"]]])}, "tensor text"),
+    ("serve_examples", {"examples": tf.constant(b"")}, "tensor examples"),
+    ("serve_token_ids", {"input_word_ids": tf.constant([2, 5, 3]),
+                         "input_mask": tf.constant([[1, 1, 1]]),
+                         "input_type_ids": tf.constant([[0, 0, 0]])}, "tensor input_word_ids"),
+    ("serve_token_ids", {"input_word_ids": tf.constant([[2, 5, 3]]),
+                         "input_mask": tf.constant([[1, 1, 1]]),
+                         "input_type_ids": tf.constant([[0, 0, 0], [0, 0, 0]])},
+     "input_type_ids must have"),
+])
+def test_a_request_of_the_wrong_rank_or_shape_is_refused_and_serving_goes_on(
+    served, signature, inputs, message):
+  # Such a request used to reach the tokenizer's kernels and kill the process (SIGSEGV).
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    served.signatures[signature](**inputs)
+  answer = served.signatures["serving_default"](text=tf.constant(["the room", "a"]))
+  assert answer["label"].shape == (2,)
+
+
+def test_a_pair_of_texts_must_have_one_batch_size(tmp_path):
+  import tensorflow_text  # noqa: F401  (registers the tokenizer's ops for loading)
+  export_classifier(BertClassifier(_config(), 2), str(tmp_path / "export"),
+                    vocab_file=_vocab(tmp_path / "vocab.txt"), do_lower_case=True,
+                    max_seq_length=16, sentence_pair=True, jit_compile=False)
+  serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="text_b must have as many rows as text_a"):
+    serve(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c"]))
+  assert serve(text_a=tf.constant(["a"]), text_b=tf.constant(["c"]))["label"].shape == (1,)
+
+
 def test_serve_examples_refuses_ids_out_of_range(served):
   def example(ids):
     padding = [0] * (32 - len(ids))

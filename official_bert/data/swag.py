@@ -32,9 +32,6 @@ NO_LABEL = -1
 # is a stray quote swallowing the rows below it.
 MAX_LINES_PER_ROW = 3
 _ENDING_COLUMN = re.compile(r"ending(\d+)")
-# The columns that only the original SWAG CSV files have, and their number of endings.
-_ORIGINAL_COLUMNS = {"video-id", "fold-ind", "startphrase", "gold-source"}
-_ORIGINAL_ENDINGS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,10 +143,6 @@ def read_swag_csv(path):
     if missing:
       raise ValueError(f"{path}:1: header lacks the column(s) {missing}; found {header}")
     endings = _ending_fields(header, f"{path}:1")
-    if _ORIGINAL_COLUMNS & set(header) and len(endings) < _ORIGINAL_ENDINGS:
-      absent = [f"ending{i}" for i in range(len(endings), _ORIGINAL_ENDINGS)]
-      raise ValueError(f"{path}:1: header lacks the column(s) {', '.join(absent)}: a SWAG CSV "
-                       f"has ending0 to ending{_ORIGINAL_ENDINGS - 1}; found {header}")
     examples = []
     next_line = reader.line_num + 1
     for fields in reader:

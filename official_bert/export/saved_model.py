@@ -175,19 +175,19 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case, max_seq_l
 
   archive = _new_archive(text_packer)
   if sentence_pair:
-    archive.add_endpoint("serving_default",
-                         lambda text_a, text_b: outputs(text_packer.trim(
-                             text_packer(text_a, text_b))),
-                         signatures.string_specs("text_a", "text_b"))
+    signatures.add_endpoint(archive, "serving_default",
+                            lambda text_a, text_b: outputs(text_packer.trim(
+                                text_packer(text_a, text_b))),
+                            signatures.string_specs("text_a", "text_b"))
   else:
-    archive.add_endpoint("serving_default",
-                         lambda text: outputs(text_packer.trim(text_packer(text))),
-                         signatures.string_specs("text"))
-  archive.add_endpoint("serve_token_ids",
-                       signatures.on_token_ids(outputs, model.config, max_seq_length),
-                       signatures.token_id_specs())
-  archive.add_endpoint(
-      "serve_examples",
+    signatures.add_endpoint(archive, "serving_default",
+                            lambda text: outputs(text_packer.trim(text_packer(text))),
+                            signatures.string_specs("text"))
+  signatures.add_endpoint(archive, "serve_token_ids",
+                          signatures.on_token_ids(outputs, model.config, max_seq_length),
+                          signatures.token_id_specs())
+  signatures.add_endpoint(
+      archive, "serve_examples",
       lambda examples: outputs(text_packer.trim(
           signatures.parse_examples(examples, max_seq_length, model.config))),
       signatures.string_specs("examples"))
@@ -243,10 +243,11 @@ def export_span_labeler(model, export_dir, *, vocab_file, do_lower_case, max_seq
                for name, value in outputs.items()}, **answers}
 
   archive = _new_archive(text_packer)
-  archive.add_endpoint("serving_default", answer, signatures.string_specs("question", "context"))
-  archive.add_endpoint("serve_token_ids",
-                       signatures.on_token_ids(logits, model.config, max_seq_length),
-                       signatures.token_id_specs())
+  signatures.add_endpoint(archive, "serving_default", answer,
+                          signatures.string_specs("question", "context"))
+  signatures.add_endpoint(archive, "serve_token_ids",
+                          signatures.on_token_ids(logits, model.config, max_seq_length),
+                          signatures.token_id_specs())
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
 
@@ -292,13 +293,14 @@ def export_encoder(model, export_dir, *, vocab_file, do_lower_case, max_seq_leng
             "input_mask": inputs["input_mask"]}
 
   archive = _new_archive(text_packer)
-  archive.add_endpoint("serving_default", lambda text: text_outputs(text),
-                       signatures.string_specs("text"))
-  archive.add_endpoint("serve_text_pair", lambda text_a, text_b: text_outputs(text_a, text_b),
-                       signatures.string_specs("text_a", "text_b"))
-  archive.add_endpoint("serve_token_ids",
-                       signatures.on_token_ids(outputs, encoder.config, max_seq_length),
-                       signatures.token_id_specs())
+  signatures.add_endpoint(archive, "serving_default", lambda text: text_outputs(text),
+                          signatures.string_specs("text"))
+  signatures.add_endpoint(archive, "serve_text_pair",
+                          lambda text_a, text_b: text_outputs(text_a, text_b),
+                          signatures.string_specs("text_a", "text_b"))
+  signatures.add_endpoint(archive, "serve_token_ids",
+                          signatures.on_token_ids(outputs, encoder.config, max_seq_length),
+                          signatures.token_id_specs())
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
 
@@ -347,10 +349,10 @@ def export_token_classifier(model, export_dir, *, vocab_file, do_lower_case, max
             "input_mask": inputs["input_mask"]}
 
   archive = _new_archive(text_packer)
-  archive.add_endpoint("serving_default", tag_text, signatures.string_specs("text"))
-  archive.add_endpoint("serve_token_ids",
-                       signatures.on_token_ids(outputs, model.config, max_seq_length),
-                       signatures.token_id_specs())
+  signatures.add_endpoint(archive, "serving_default", tag_text, signatures.string_specs("text"))
+  signatures.add_endpoint(archive, "serve_token_ids",
+                          signatures.on_token_ids(outputs, model.config, max_seq_length),
+                          signatures.token_id_specs())
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
 
@@ -398,12 +400,12 @@ def export_multiple_choice(model, export_dir, *, vocab_file, do_lower_case, max_
                     for name, tensor in pairs.items()})
 
   archive = _new_archive(text_packer)
-  archive.add_endpoint("serving_default", choose,
-                       [tf.TensorSpec([None], tf.string, name="context"),
-                        tf.TensorSpec([None, num_choices], tf.string, name="endings")])
-  archive.add_endpoint("serve_token_ids",
-                       signatures.on_token_ids(outputs, model.config, max_seq_length),
-                       signatures.token_id_specs((None, num_choices, None)))
+  signatures.add_endpoint(archive, "serving_default", choose,
+                          [tf.TensorSpec([None], tf.string, name="context"),
+                           tf.TensorSpec([None, num_choices], tf.string, name="endings")])
+  signatures.add_endpoint(archive, "serve_token_ids",
+                          signatures.on_token_ids(outputs, model.config, max_seq_length),
+                          signatures.token_id_specs((None, num_choices, None)))
   return archive_lib.write_archive(archive, export_dir, overwrite)
 
 

@@ -1,5 +1,8 @@
 """What the serving signatures share: input specs, in-graph text packing and output heads."""
 
+import functools
+import inspect
+
 import tensorflow as tf
 
 from official_bert.networks.bert_encoder import INPUT_NAMES
@@ -88,14 +91,48 @@ def string_specs(*names, shape=(None,)):
   return [tf.TensorSpec(shape, tf.string, name=name) for name in names]
 
 
+def add_endpoint(archive, name, fn, specs):
+  """`archive.add_endpoint(name, fn, specs)`, with every input checked at run time first.
+
+  A SavedModel signature does not enforce the shapes it declares: a scalar string given where a
+  vector belongs reached the tokenizer's kernels and crashed the serving process. Here each input
+  passes `tf.ensure_shape` with its spec's shape, whose failure is an `InvalidArgumentError`
+  naming the input ("Shape of tensor text [] is not compatible with expected shape [?]"), and all
+  inputs must have the same batch size; the model sees them only then.
+
+  Args:
+    archive: a `keras.export.ExportArchive`.
+    name: the endpoint's name.
+    fn: the endpoint's function, whose parameters are named as the specs.
+    specs: one `tf.TensorSpec` (with its name) per parameter of `fn`.
+  """
+  parameters = inspect.signature(fn).parameters
+
+  @functools.wraps(fn)
+  def checked(*args, **kwargs):
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    values = [tf.ensure_shape(value, spec.shape)
+              for value, spec in zip(bound.arguments.values(), specs)]
+    first, first_name = values[0], specs[0].name
+    checks = [tf.debugging.assert_equal(
+        tf.shape(value)[0], tf.shape(first)[0],
+        message=f"{spec.name} must have as many rows as {first_name} (the batch size)")
+              for value, spec in zip(values[1:], specs[1:])]
+    with tf.control_dependencies(checks):
+      values = [tf.identity(value) for value in values]
+    return fn(**dict(zip(parameters, values)))
+
+  archive.add_endpoint(name, checked, specs)
+
+
 def check_token_ids(inputs, config, seq_length, names=INPUT_NAMES):
   """The encoder inputs of a signature, checked before the (compiled) model sees them.
 
   An embedding lookup is a gather, and XLA's gather clamps an index out of range instead of
   failing: an id past the vocabulary, a negative one or a type id past `type_vocab_size` would
   give a confident answer for another input. So ids are checked here, outside the compiled part,
-  and so is the sequence length (longer than `seq_length` would fail deep inside the model, with
-  "Incompatible shapes").
+  and so are the mask (0 or 1, padding on the right) and the sequence length (longer than
+  `seq_length` would fail deep inside the model, with "Incompatible shapes").
 
   Args:
     inputs: the encoder's input dict, int32 `[..., length]`.
@@ -130,6 +167,16 @@ def check_token_ids(inputs, config, seq_length, names=INPUT_NAMES):
             ids, tf.constant(limit, ids.dtype),
             message=f"{name} holds an id >= {limit_name} {limit} of the model"),
     ]
+  # The mask is 1 on tokens and 0 on padding, which goes on the right: any other value would be
+  # taken as a weight by the attention, and flip answers.
+  checks += [
+      tf.debugging.assert_non_negative(mask, message=f"{mask_name} must be 0 or 1, holds < 0"),
+      tf.debugging.assert_less_equal(mask, tf.constant(1, mask.dtype),
+                                     message=f"{mask_name} must be 0 or 1, holds > 1"),
+      tf.debugging.assert_less_equal(
+          mask[..., 1:], mask[..., :-1],
+          message=f"{mask_name} has a 1 after a 0: padding goes on the right"),
+  ]
   with tf.control_dependencies(checks):
     return {name: tf.identity(value) for name, value in inputs.items()}
 
