@@ -120,6 +120,31 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, uninterrupt
   assert resumed.train(pretraining_dataset_fn(files, 8), 10) == {}
 
 
+def test_a_run_moved_with_its_input_resumes_to_the_same_weights(tmp_path, records,
+                                                                uninterrupted):
+  """The checkpointed input position names the input files; moved, it cannot be restored, and
+  the run resumes by skipping the batches already used: the same batches, the same weights."""
+  config, initial, expected_weights = uninterrupted
+  before, after = tmp_path / "before", tmp_path / "after"
+  before.mkdir()
+  files = str(before / "train.tfrecord")
+  tf.io.gfile.copy(records[0], files)
+  killed = resumable_run(before / "run", config, "iterator", initial)
+
+  def crash_in_step_6(outputs, labels):
+    with tf.control_dependencies([tf.debugging.assert_less(killed.global_step, np.int64(5))]):
+      return pretraining_losses(outputs, labels)
+
+  killed.loss_fn = crash_in_step_6
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    killed.train(pretraining_dataset_fn(files, 8), 10)
+  os.rename(before, after)
+  resumed = resumable_run(after / "run", config, "iterator", None)
+  resumed.train(pretraining_dataset_fn(str(after / "train.tfrecord"), 8), 10)
+  for expected, actual in zip(expected_weights, resumed.model.get_weights()):
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
+
+
 # === Gradient accumulation ===
 
 def test_accumulating_micro_batches_equals_one_large_batch(tmp_path):

@@ -29,6 +29,7 @@ A non-finite loss stops training with `NonFiniteLossError`; the state is not sav
 
 import contextlib
 import os
+import re
 
 from absl import logging
 import numpy as np
@@ -211,9 +212,20 @@ class Trainer:
     data = {checkpointing.ITERATOR_KEY: iterator} if self.checkpoint_iterator else {}
     checkpoint = tf.train.Checkpoint(**self._trackables, **data)
     if resume_iterator:
-      checkpoint.read(latest).expect_partial()
-      logging.info("Resumed the input at step %d from the checkpointed iterator.", step)
-    elif step:
+      try:
+        checkpoint.read(latest).expect_partial()
+        logging.info("Resumed the input at step %d from the checkpointed iterator.", step)
+      except tf.errors.NotFoundError as error:
+        # The iterator's state names the files it read: a moved or copied folder loses them.
+        logging.warning(
+            "The input position in %s cannot be restored (%s; was the folder moved?): resuming "
+            "the input at step %d by skipping the batches already used.", latest,
+            _gone_file(error), step)
+        iterator = iter(self._dataset(dataset_fn, skip_steps=step))
+        checkpoint = tf.train.Checkpoint(**self._trackables,
+                                         **{checkpointing.ITERATOR_KEY: iterator})
+        resume_iterator = False
+    if not resume_iterator and step:
       logging.info("Resumed the input at step %d by skipping the batches already used.", step)
     self._prepare(with_gradients=True)
     if self._copies is not None:
@@ -512,3 +524,9 @@ def _averages(sums, steps):
   values.update({name: float(total / count) if count else float("nan")
                  for name, (total, count) in sums["metrics"].items()})
   return values
+
+
+def _gone_file(error):
+  """The file that a `NotFoundError` of a restored iterator names, or its first line."""
+  found = re.search(r"from checkpoint: (.*?); No such file", error.message)
+  return f"{found.group(1)} is gone" if found else error.message.strip().splitlines()[0]
