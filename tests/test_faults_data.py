@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from official_bert.cli.launch import is_user_error
 from official_bert.data import classifier_data
 from official_bert.pretraining import corpus as corpus_lib
 from official_bert.pretraining.instances import InstanceOptions
@@ -256,6 +257,7 @@ def test_no_readable_checkpoint_is_an_error_naming_the_files(model_dir):
   with pytest.raises(UnreadableCheckpointError) as raised:
     _trainer(model_dir).restore()
   assert all(str(path) in str(raised.value) for path in damaged) and len(damaged) == 3
+  assert is_user_error(raised.value)  # the tools print it as one line, with exit status 2
 
 
 # === 4: a truncated TFRecord ===

@@ -11,14 +11,15 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from official_bert.common.errors import UserError
 from official_bert.training import distribution
 
 CHECKPOINT_NAME = "ckpt"
 ITERATOR_KEY = "data_iterator"
 
 
-class UnreadableCheckpointError(RuntimeError):
-  """No checkpoint of a run's folder can be read."""
+class UnreadableCheckpointError(UserError):
+  """No checkpoint of a run's folder can be read: the tools say so in one line naming the files."""
 
 
 def checkpoint_manager(checkpoint, model_dir, strategy, max_to_keep):
