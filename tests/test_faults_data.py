@@ -273,10 +273,13 @@ def test_a_truncated_pretraining_record_file_is_named(tmp_path):
       output_dir=str(tmp_path / "out"),
       trainer=TrainerConfig(train_batch_size=8, num_train_steps=4, num_warmup_steps=0),
       runtime=EngineConfig(enable_xla=False, steps_per_loop=2, log_steps=2))
-  with pytest.raises(tf.errors.DataLossError, match=re.escape(f"{damaged}: the TFRecord file is "
-                                                              "damaged (truncated record at")):
-    run_task(PretrainingTask, config=run_config, bert_config_file=str(config), do_train=True,
-             input_file=f"{good},{damaged}", max_seq_length=32, max_predictions_per_seq=5)
+  for mode in ("do_train", "do_eval"):
+    with pytest.raises(tf.errors.DataLossError, match=re.escape(
+        f"{damaged}: the TFRecord file is damaged (truncated record at")) as raised:
+      run_task(PretrainingTask, config=run_config, bert_config_file=str(config),
+               input_file=f"{good},{damaged}", max_seq_length=32, max_predictions_per_seq=5,
+               **{mode: True})
+    assert is_user_error(raised.value)  # the tools print it as one line, with exit status 2
 
 
 # === 5: the line of a byte that is not UTF-8 ===

@@ -29,6 +29,14 @@ _OUT_OF_RANGE_PATTERN = re.compile(
 class RecordValueError(UserError):
   """A TFRecord file holds a value out of its feature's range; the message names the file."""
 
+
+class DamagedTFRecordError(tf.errors.DataLossError, UserError):
+  """A TFRecord file is truncated or corrupt; the message names it.
+
+  Still a `DataLossError` for code that catches TensorFlow's error, and a `UserError`, so that
+  the tools print it as one line.
+  """
+
 # For each `naming_damaged_tfrecords` block in progress, the TFRecord files noted in it, each with
 # its compression type.
 _SCOPES = []
@@ -63,7 +71,7 @@ def naming_damaged_tfrecords():
     named = _name_damaged_tfrecord(files)
     if named is None:
       raise
-    raise tf.errors.DataLossError(error.node_def, error.op, named) from error
+    raise DamagedTFRecordError(error.node_def, error.op, named) from error
   except tf.errors.InvalidArgumentError as error:
     found = _OUT_OF_RANGE_PATTERN.search(str(error))
     if found is None:
