@@ -1,11 +1,14 @@
 """Tests for official_bert.checkpoints.tf1: the original TF1 BERT checkpoint format in and out."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from official_bert import BertConfig, BertEncoder, BertPretrainer
 from official_bert.checkpoints import tf1
+from official_bert.common.errors import UserError
 
 from testing import original_variables, shared_data, tiny_bert_config
 
@@ -188,3 +191,21 @@ def test_an_erf_gelu_written_for_the_original_code_is_warned_about(tmp_path, cap
   checkpoints.write_dir(BertEncoder(dataclasses.replace(CONFIG, hidden_act="gelu_erf")),
                         tmp_path / "out", formats=("tf1",))
   assert "hidden_act 'gelu_erf' has no name in the original" in caplog.text
+
+
+def test_a_missing_or_truncated_data_shard_is_one_line_naming_the_checkpoint(checkpoint, tmp_path):
+  source, _ = checkpoint
+  for damage in ("missing", "truncated"):
+    folder = tmp_path / damage
+    folder.mkdir()
+    for path in tf.io.gfile.glob(f"{source}.*"):
+      tf.io.gfile.copy(path, str(folder / os.path.basename(path)))
+    (shard,) = folder.glob("bert_model.ckpt.data-*")
+    if damage == "missing":
+      shard.unlink()
+      message = r"bert_model.ckpt.index has no data shard beside it"
+    else:
+      shard.write_bytes(shard.read_bytes()[:100])
+      message = r"bert_model.ckpt: the checkpoint's data cannot be read"
+    with pytest.raises(UserError, match=message):
+      tf1.read_tf1_checkpoint(str(folder))

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert.common import file_io
+from official_bert.common.errors import UserError
 from official_bert.layers.classification_head import ClassificationHead, SpanHead
 from official_bert.models.bert_classifier import BertClassifier
 from official_bert.models.bert_pretrainer import BertPretrainer
@@ -425,9 +426,20 @@ def read_tf1_checkpoint(path):
     `{name: numpy array}` in the checkpoint's own dtypes.
   """
   prefix = require_tf1_prefix(path)
+  # The index lists the variables; their values are in the data shard(s) beside it.
+  shards = tf.io.gfile.glob(f"{prefix}.data-*")
+  if not shards:
+    raise UserError(f"{prefix}.index has no data shard beside it ({prefix}.data-00000-of-NNNNN "
+                    "is missing): copy the checkpoint's .data-* file(s) too.")
   reader = _reader(prefix)
   names = sorted(reader.get_variable_to_shape_map())
-  weights = {name: reader.get_tensor(name) for name in names if not is_bookkeeping(name)}
+  try:
+    weights = {name: reader.get_tensor(name) for name in names if not is_bookkeeping(name)}
+  except (tf.errors.OpError, IndexError) as error:
+    # A missing shard of several, or a truncated one (a bare IndexError).
+    detail = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    raise UserError(f"{prefix}: the checkpoint's data cannot be read ({detail}); copy its "
+                    ".index and all its .data-* files again.") from None
   logging.info("Read %d variables from %s (skipped %d optimizer slots and counters).",
                len(weights), prefix, len(names) - len(weights))
   return weights
