@@ -15,9 +15,11 @@ Example:
 """
 
 import contextlib
+import errno
 import io
 import json
 import os
+import re
 import socket
 import uuid
 
@@ -242,3 +244,31 @@ def read_json_object(path):
   if not isinstance(values, dict):
     raise UserError(f"{path}: expected a JSON object, got {type(values).__name__}.")
   return values
+
+
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+# How TensorFlow's file systems say it: "<path>; No space left on device".
+_DISK_FULL_MESSAGE = re.compile(
+    r"(?P<path>[^\s;]+); (?P<reason>No space left on device|File too large|Disk quota exceeded)")
+
+
+def raise_if_disk_full(error, what, path=None):
+  """Re-raises an error of a full disk (or quota, or file size limit) as one line naming the file.
+
+  Args:
+    error: an `OSError` or a TensorFlow `OpError` raised while writing.
+    what: what was being written, for the message ("saving the checkpoint of step 4").
+    path: the file written, where `error` does not name it.
+
+  Raises:
+    UserError: `error` says that the disk is full; otherwise nothing is raised.
+  """
+  if isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS:
+    path, reason = error.filename or path, error.strerror
+  elif isinstance(error, tf.errors.OpError) and _DISK_FULL_MESSAGE.search(error.message):
+    found = _DISK_FULL_MESSAGE.search(error.message)
+    path, reason = found["path"], found["reason"]
+  else:
+    return
+  raise UserError(f"{path or 'a file'}: out of disk space ({reason}) while {what}; free some "
+                  "space there, or write elsewhere, and run again") from error

@@ -120,6 +120,9 @@ def write_archive(archive, export_dir, overwrite=False):
       tf.io.gfile.rmtree(previous)
     else:
       tf.io.gfile.rename(staging, target)
+  except (OSError, tf.errors.OpError) as error:
+    file_io.raise_if_disk_full(error, f"writing the SavedModel {target} (nothing of it is kept)")
+    raise
   finally:
     if tf.io.gfile.exists(staging):
       tf.io.gfile.rmtree(staging)

@@ -125,7 +125,7 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
       tf.io.gfile.rename(temporary, path, overwrite=True)
   except (OSError, tf.errors.OpError) as error:
     # The pieces and buckets take about the output's size beside it, until the end.
-    shuffle.raise_if_disk_full(error, "creating the pre-training data, whose work files take "
+    file_io.raise_if_disk_full(error, "creating the pre-training data, whose work files take "
                                "about the output's size beside it")
     raise
   finally:

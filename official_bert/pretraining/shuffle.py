@@ -19,7 +19,6 @@ Bucket files are plain TFRecord files (no compression) that `tf.io.TFRecordWrite
 records are copied byte for byte, frame and checksums included, as TFRecord files concatenate.
 """
 
-import errno
 import os
 import resource
 import shutil
@@ -31,7 +30,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from official_bert.common.errors import UserError
+from official_bert.common import file_io
 
 # Bytes of records per bucket: a gather holds one bucket in memory, about twice this.
 DEFAULT_BUCKET_BYTES = 64 << 20
@@ -47,7 +46,6 @@ _RESERVED_HANDLES = 64
 _COPY_BYTES = 1 << 20
 # Framed records joined into one write.
 _WRITE_RECORDS = 4096
-_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def num_buckets(estimated_bytes, bucket_bytes=DEFAULT_BUCKET_BYTES):
@@ -174,29 +172,6 @@ class _Output:
     self._file.close()
 
 
-def raise_if_disk_full(error, what, path=None):
-  """Re-raises an error of a full disk (or of a file size limit) as one line naming the file.
-
-  Args:
-    error: an `OSError` or a TensorFlow `OpError` from writing a file.
-    what: what was being written, for the message ("writing the shuffle's buckets").
-    path: the file written, where `error` does not name it.
-
-  Raises:
-    UserError: `error` says that the disk (or the quota, or the file size limit) is full.
-  """
-  if isinstance(error, OSError) and error.errno in _DISK_FULL:
-    path, reason = error.filename or path, error.strerror
-  elif isinstance(error, tf.errors.OpError) and any(
-      s in error.message for s in ("No space left", "File too large", "quota exceeded")):
-    named, _, reason = error.message.rpartition("; ")
-    path = named or path
-  else:
-    return
-  raise UserError(f"{path or 'a file'}: out of disk space ({reason}) while {what}; free some "
-                  "space there, or write elsewhere, and run again") from error
-
-
 class Buckets:
   """The bucket files of one shuffle, in a local folder of their own.
 
@@ -231,7 +206,7 @@ class Buckets:
         try:
           _copy(source, self._handle(int(bucket)), int(bucket_bytes[bucket]), path)
         except OSError as error:
-          raise_if_disk_full(error, "writing the shuffle's buckets", self.path(bucket))
+          file_io.raise_if_disk_full(error, "writing the shuffle's buckets", self.path(bucket))
           raise
     if bucket_records is not None:
       self.records += bucket_records
@@ -285,7 +260,7 @@ class Buckets:
       except OSError as error:
         failed = failed or (bucket, error)
     if failed:
-      raise_if_disk_full(failed[1], "writing the shuffle's buckets", self.path(failed[0]))
+      file_io.raise_if_disk_full(failed[1], "writing the shuffle's buckets", self.path(failed[0]))
       raise failed[1]
 
 

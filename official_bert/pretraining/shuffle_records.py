@@ -80,7 +80,7 @@ def shuffle_records(input_files, output_files, *, random_seed=12345, gzip=False,
   except (OSError, tf.errors.OpError) as error:
     if isinstance(error, tf.errors.DataLossError):
       raise UserError(str(error.message)) from None
-    shuffle.raise_if_disk_full(error, "shuffling the records, whose buckets take about their "
+    file_io.raise_if_disk_full(error, "shuffling the records, whose buckets take about their "
                                "size beside the first output")
     raise
   finally:

@@ -27,6 +27,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from official_bert.common import file_io
 from official_bert.preprocessing import tokenizer_layer
 from official_bert.pretraining import corpus, next_sentences, shuffle
 from official_bert.pretraining.instances import (
@@ -221,7 +222,7 @@ class ShardProcessor:
     try:
       bucket_bytes = shuffle.write_by_bucket(piece, records, draws, job.num_buckets)
     except (OSError, tf.errors.OpError) as error:
-      shuffle.raise_if_disk_full(error, "writing the records of a shard")
+      file_io.raise_if_disk_full(error, "writing the records of a shard")
       raise
     return ShardResult(job.index, stats, piece_path=piece, bucket_bytes=bucket_bytes,
                        bucket_records=np.bincount(draws, minlength=job.num_buckets))

@@ -11,6 +11,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from official_bert.common import file_io
 from official_bert.common.errors import UserError
 from official_bert.training import distribution
 
@@ -37,7 +38,24 @@ def checkpoint_manager(checkpoint, model_dir, strategy, max_to_keep):
 
 
 def save(manager, step, strategy):
-  path = manager.save(checkpoint_number=step)
+  """Saves the checkpoint of `step`; on a full disk, removes what it wrote and says so in one line.
+
+  Raises:
+    UserError: the disk (or quota, or file size limit) is full; the checkpoints before are kept.
+  """
+  try:
+    path = manager.save(checkpoint_number=step)
+  except (OSError, tf.errors.OpError) as error:
+    # TensorFlow writes `ckpt-N_temp/` first and leaves it behind when a write fails.
+    prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
+    for partial in tf.io.gfile.glob(f"{prefix}_temp*"):
+      if tf.io.gfile.isdir(partial):
+        tf.io.gfile.rmtree(partial)
+      else:
+        tf.io.gfile.remove(partial)
+    file_io.raise_if_disk_full(error, f"saving the checkpoint of step {step} in "
+                               f"{manager.directory}")
+    raise
   if distribution.is_chief(strategy):
     logging.info("Saved checkpoint %s.", path)
   else:
