@@ -8,7 +8,10 @@ Writing the data (`create_pretraining_data.py`), one way through the modules:
   algorithm on numpy arrays, masked by `masking` (the original's 80/10/10 rule, in numpy);
 * `writer`: tokenizes a shard, builds its instances and writes them as `tf.train.Example` pieces;
   `workers` shares the shards between processes; `pipeline` (`create_pretraining_data`) drives
-  them and merges the pieces into the output TFRecords; `stats` counts what was read and written;
+  them, and `shuffle` puts the records of all shards in one random order, in bounded memory, as
+  it writes the output TFRecords; `stats` counts what was read and written;
+* `shuffle_records` (its function `shuffle_records`): the same shuffle for record files written
+  in another order;
 * `beam_pipeline` (`create_pretraining_data_beam`): the same records from an Apache Beam pipeline
   (Dataflow, Flink, Spark, the DirectRunner), with the `beam` extra installed.
 
