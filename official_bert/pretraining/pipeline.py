@@ -112,6 +112,11 @@ def create_pretraining_data(input_files, output_files, vocab_file, *, do_lower_c
   partial = [temporary_path(path) for path in outputs]
   try:
     tf.io.gfile.makedirs(piece_dir)
+    # The outputs are written last, but their partial files show from the start that a run is
+    # writing them (and are what a killed run leaves for the next one to remove).
+    for temporary in partial:
+      with tf.io.gfile.GFile(temporary, "wb") as f:
+        f.write(b"")  # a GFile makes its file on the first write only
     stats = _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_interval_s,
                        (vocab_file, do_lower_case, options, random_seed, piece_dir), start,
                        gzip=gzip, bucket_bytes=bucket_bytes)
