@@ -8,6 +8,13 @@ corpus may be copied into the repository. The generator writes reviews of invent
   while a random B usually does not: the next-sentence task is learnable;
 * names, dishes and opinion words recur in fixed frames, so a masked word can be inferred from the
   rest of the document: the masked-LM task is learnable;
+* most frames serve both sentiments, but each sentiment also has phrasings of its own, as real
+  reviews do ("the soup tasted bland", "what a fresh pie !"): there an opinion word is seen next to
+  words that only its sentiment uses, so the masked LM learns which opinion words are alike within
+  a few hundred steps. Without them only the agreement across sentences tells the sentiments apart
+  ("... was cold . ... was rude ."), which the demo's two-layer model had not learned after 4000
+  steps: positive and negative words kept alike embeddings, and pre-training added nothing to
+  fine-tuning;
 * the fine-tuning task labels single review sentences positive (1) or negative (0) in the SST-2 file
   format. Its training file never uses the last two words of each opinion list; its dev file does,
   so dev accuracy shows what pre-training taught about those words from their contexts.
@@ -52,6 +59,17 @@ _FRAMES = (
     "the {name} is on the main street of {town} and the room is {room} .",
     "after the {dish} the {staff} of the {name} brought {dish2} that was {food} .",
 )
+# The phrasings that only one sentiment uses (see the module docstring).
+_SENTIMENT_FRAMES = {
+    1: ("what a {food} {dish} !",
+        "such a {staff_word} {staff} !",
+        "such a {room} dining room !",
+        "we {verdict} everything about the {name} !"),
+    0: ("the {dish} at the {name} tasted {food} .",
+        "the {staff} at the {name} seemed {staff_word} .",
+        "the dining room looked {room} .",
+        "we {verdict} every minute at the {name} ."),
+}
 _CLASSIFIER_FRAMES = (
     "the {dish} was {food}",
     "the {staff} was {staff_word}",
@@ -84,7 +102,8 @@ def generate_documents(num_documents, seed=0):
     sentiment = rng.randrange(2)
     name = f"{rng.choice(_PLACES)} {rng.choice(_KINDS)}"
     town = rng.choice(_TOWNS)
-    frames = rng.sample(_FRAMES, rng.randint(4, len(_FRAMES)))
+    frames = _FRAMES + _SENTIMENT_FRAMES[sentiment]
+    frames = rng.sample(frames, rng.randint(4, len(frames)))
     sentences = [_fill(frame, rng, sentiment, name, town) for frame in frames]
     sentences.append(f"{_fill('{ending}', rng, sentiment, name, town)} .")
     yield sentences
