@@ -216,6 +216,26 @@ def test_a_second_process_on_the_same_folder_stops_at_once_naming_the_holder(tin
   assert not lock_file.exists()
 
 
+def test_a_tfds_data_set_that_cannot_be_downloaded_is_one_line_at_once(tiny, tmp_path):
+  # A proxy on a closed port stands for a machine without a network, whatever the test machine
+  # has: TFDS itself would retry for minutes, then raise a `requests` traceback.
+  env = dict(os.environ, HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+  command = [arg for arg in _classifier_command(tiny, tmp_path / "out")
+             if not arg.startswith(("--task_name", "--data_dir"))]
+  command += ["--tfds_name=glue/sst2", f"--data_dir={tmp_path / 'tfds'}"]
+  started = time.time()
+  result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+  assert result.returncode == 2, result.stderr[-3000:]
+  last_line = result.stderr.strip().splitlines()[-1]
+  assert last_line.startswith(f"error: TFDS glue/sst2 is not in {tmp_path / 'tfds'}")
+  assert "dl.fbaipublicfiles.com is not reachable" in last_line and "tfds build" in last_line
+  assert "Traceback" not in result.stderr
+  assert time.time() - started < 120  # seconds, not TFDS' minutes of retries
+  # Nothing is left that looks like a prepared data set or a started run.
+  assert not (tmp_path / "out" / "model.json").exists()
+  assert not list((tmp_path / "tfds").rglob("dataset_info.json"))
+
+
 # === Configs ===
 
 

@@ -7,6 +7,7 @@ label ids, and checks that the dataset's label names are the expected ones befor
 """
 
 import dataclasses
+import urllib.parse
 
 from official_bert.data import classifier_data, glue
 
@@ -133,6 +134,8 @@ class TfdsProcessor(classifier_data.DataProcessor):
     """Prepares the TFDS builder once and checks its label names against the expected ones."""
     if self._builder is None:
       builder = tfds.builder(self.tfds_name, data_dir=self.data_dir)
+      if not builder.is_prepared():
+        _check_reachable(self.tfds_name, builder)
       builder.download_and_prepare()
       if not self.is_regression:
         names = tuple(builder.info.features["label"].names)
@@ -150,3 +153,31 @@ class TfdsProcessor(classifier_data.DataProcessor):
     if self.is_regression:
       return float(value)
     return self._spec.label_for(int(value))
+
+
+# Seconds to wait for the download server before saying that it cannot be reached.
+_REACH_TIMEOUT_S = 10
+
+
+def _check_reachable(tfds_name, builder):
+  """Raises a `DataError` at once if the server of `builder`'s files cannot be reached.
+
+  Without a network, TFDS retries each download for minutes and then raises a `requests`
+  traceback; one request with a short timeout tells the same in seconds. It goes through the
+  same proxies (`HTTPS_PROXY`) as TFDS' own downloads.
+  """
+  import requests  # pylint: disable=import-outside-toplevel  (a TFDS dependency)
+  url = getattr(builder.builder_config, "data_url", None)
+  if not url:
+    return
+  try:
+    requests.head(url, timeout=_REACH_TIMEOUT_S, allow_redirects=True)
+  except requests.RequestException as e:
+    host = urllib.parse.urlsplit(url).netloc
+    reason = type(e).__name__
+    raise classifier_data.DataError(
+        f"TFDS {tfds_name} is not in {builder.data_dir} and cannot be downloaded: {host} is not "
+        f"reachable ({reason}); prepare it on a machine with a network (`tfds build "
+        f"{tfds_name}`) and copy its folder there (--data_dir, with --tfds_name, or TFDS_DATA_DIR "
+        f"choose where TFDS keeps its data), or read the GLUE TSV files instead (--task_name "
+        f"and --data_dir, without --tfds_name)") from None
