@@ -1,12 +1,19 @@
 """Speed and memory of `create_pretraining_data.py` on real text; prints a table.
 
-    python benchmarks/create_pretraining_data_benchmark.py [--repeats 3] [--rows x1]
+    python benchmarks/create_pretraining_data_benchmark.py [--repeats 3] [--rows x1] \
+        [--original_dir=/path/to/google-research/bert]
 
 Rows:
 
 * `gutenberg x1`: the 17 Gutenberg books beside the repository (7.6 MB), `--dupe_factor=1`,
-  `--max_seq_length=128`; the original tool takes about 38 s and 700 MB here.
+  `--max_seq_length=128`.
 * `gutenberg x10, dupe 10`: the same files listed ten times (76 MB), `--dupe_factor=10`.
+* `original tool, x1`: with `--original_dir`, a checkout of google-research/bert, its
+  `create_pretraining_data.py` on the first row's input with the same settings, its runs
+  interleaved with ours so that both see the same machine. It is TensorFlow 1 code: it runs here
+  with `tensorflow.compat.v1` in place of `tensorflow`, which its calls (`tf.gfile`, `tf.flags`,
+  `tf.python_io`, `tf.logging`) all have. It is single-process and holds every instance in memory,
+  so the 10x row is ours alone.
 
 Each run is a fresh process, so the time includes Python start-up and the TensorFlow import. CPU is
 user + system time of the run's process tree; peak RSS its largest resident set (`ru_maxrss` of
@@ -26,17 +33,34 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-ORIGINAL = {"wall_s": 38.0, "rss_mb": 700.0}
+# Runs the original script with TensorFlow 1's API under the name `tensorflow`.
+_ORIGINAL_LAUNCHER = """
+import runpy, sys
+import tensorflow.compat.v1 as tf
+sys.modules["tensorflow"] = tf
+script = sys.argv[1]
+sys.path.insert(0, script.rsplit("/", 1)[0])
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+"""
 
 
-def run_tool(inputs, output, dupe_factor, num_workers):
-  """Runs the script once; returns (wall s, CPU s, peak RSS in MB, instances written)."""
-  command = [sys.executable, str(REPO / "create_pretraining_data.py"), f"--input_file={inputs}",
-             f"--output_file={output}",
-             f"--vocab_file={DATA / 'vocab' / 'bert-base-uncased-vocab.txt'}",
-             "--max_seq_length=128", f"--dupe_factor={dupe_factor}"]
-  if num_workers:
-    command.append(f"--num_workers={num_workers}")
+def run_tool(inputs, output, dupe_factor, num_workers, original_dir=None):
+  """Runs ours (or, given `original_dir`, the original) once.
+
+  Returns:
+    (wall s, CPU s, peak RSS in MB, instances written).
+  """
+  flags = [f"--input_file={inputs}", f"--output_file={output}",
+           f"--vocab_file={DATA / 'vocab' / 'bert-base-uncased-vocab.txt'}",
+           "--max_seq_length=128", f"--dupe_factor={dupe_factor}"]
+  if original_dir:
+    script = os.path.join(original_dir, "create_pretraining_data.py")
+    command = [sys.executable, "-c", _ORIGINAL_LAUNCHER, script, *flags]
+  else:
+    command = [sys.executable, str(REPO / "create_pretraining_data.py"), *flags]
+    if num_workers:
+      command.append(f"--num_workers={num_workers}")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   with tempfile.TemporaryFile() as log:
     start = time.perf_counter()
@@ -48,8 +72,10 @@ def run_tool(inputs, output, dupe_factor, num_workers):
     log.seek(0)
     text = log.read().decode("utf-8", "replace")
   if process.returncode != 0:
-    sys.exit(f"create_pretraining_data.py failed:\n{text[-3000:]}")
-  instances = int(re.search(r"Wrote (\d+) instances", text).group(1))
+    tool = "the original tool" if original_dir else "create_pretraining_data.py"
+    sys.exit(f"{tool} failed:\n{text[-3000:]}")
+  # Ours logs "Wrote N instances", the original "Wrote N total instances".
+  instances = int(re.search(r"Wrote (\d+) (?:total )?instances", text).group(1))
   return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, instances
 
 
@@ -60,32 +86,46 @@ def main():
                       help="passed to the script (default: its own choice)")
   parser.add_argument("--rows", choices=["all", "x1", "x10"], default="all",
                       help="which rows to run")
+  parser.add_argument("--original_dir", default=None,
+                      help="a checkout of google-research/bert: adds the original tool's x1 row")
   args = parser.parse_args()
   books = sorted(glob.glob(str(DATA / "corpus" / "gutenberg" / "*.txt")))
   if not books:
     sys.exit(f"{DATA}/corpus/gutenberg is absent: this benchmark needs the shared data.")
-  rows = [("gutenberg x1, dupe 1", books, 1), ("gutenberg x10, dupe 10", books * 10, 10)]
+  if args.original_dir and not os.path.exists(
+      os.path.join(args.original_dir, "create_pretraining_data.py")):
+    sys.exit(f"--original_dir={args.original_dir} has no create_pretraining_data.py.")
+  rows = [("gutenberg x1, dupe 1", books, 1, False), ("gutenberg x10, dupe 10", books * 10, 10,
+                                                       False)]
   rows = {"all": rows, "x1": rows[:1], "x10": rows[1:]}[args.rows]
+  if args.original_dir and args.rows != "x10":
+    rows.insert(1, ("original tool, x1", books, 1, True))
   print(f"{'run':<24}{'input MB':>9}{'wall s':>8}{'CPU s':>8}{'MB/s':>7}{'inst/s':>9}"
         f"{'instances':>10}{'peak RSS MB':>12}{'vs original':>12}")
-  for name, files, dupe_factor in rows:
+  results = {}
+  with tempfile.TemporaryDirectory() as folder:
+    # Interleaved repeats: each row's runs are spread over the same stretch of time.
+    for _ in range(args.repeats):
+      for name, files, dupe_factor, original in rows:
+        results.setdefault(name, []).append(run_tool(
+            ",".join(files), os.path.join(folder, "out.tfrecord"), dupe_factor, args.num_workers,
+            args.original_dir if original else None))
+  original_wall = (statistics.median(r[0] for r in results["original tool, x1"])
+                   if "original tool, x1" in results else None)
+  for name, files, _, original in rows:
+    runs = results[name]
     megabytes = sum(os.path.getsize(f) for f in files) / 1e6
-    with tempfile.TemporaryDirectory() as folder:
-      runs = [run_tool(",".join(files), os.path.join(folder, "out.tfrecord"), dupe_factor,
-                       args.num_workers) for _ in range(args.repeats)]
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
     rss = max(r[2] for r in runs)
     instances = runs[0][3]
-    # The original's figures are known for the first row only.
-    speedup = f"{ORIGINAL['wall_s'] / wall:.1f}x" if files is books else "-"
+    same_input = files is books and not original and original_wall
+    speedup = f"{original_wall / wall:.1f}x" if same_input else "-"
     print(f"{name:<24}{megabytes:>9.1f}{wall:>8.2f}{cpu:>8.2f}{megabytes / wall:>7.2f}"
           f"{instances / wall:>9.0f}{instances:>10}{rss:>12.0f}{speedup:>12}")
-  print(f"original tool, gutenberg x1: {ORIGINAL['wall_s']:.0f} s, {7.6 / ORIGINAL['wall_s']:.2f} "
-        f"MB/s, about {ORIGINAL['rss_mb']:.0f} MB (figures from the issue). Walls are medians of "
-        f"{args.repeats} runs on {os.cpu_count()} cores; load average at the end "
-        f"{os.getloadavg()[0]:.1f} (other processes slow the runs down).")
-
+  print(f"Walls are medians of {args.repeats} interleaved runs on {os.cpu_count()} cores; load "
+        f"average at the end {os.getloadavg()[0]:.1f} (other processes slow the runs down)."
+        + ("" if args.original_dir else " --original_dir adds the original tool's row."))
 
 if __name__ == "__main__":
   main()
