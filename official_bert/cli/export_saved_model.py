@@ -1,20 +1,27 @@
-"""Exports a fine-tuned (or pre-trained) BERT folder as a SavedModel for TF Serving.
+"""Exports a fine-tuned (or pre-trained) BERT folder for serving: a SavedModel for TF Serving,
+a LiteRT `.tflite` file that takes raw text, or an ONNX file that takes token ids.
 
     python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_savedmodel/1
     python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_bf16/1 \
         --dtype=bfloat16
+    python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc.tflite \
+        --format=litert
+    python export_saved_model.py --model_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc.onnx \
+        --format=onnx
 
 `--model_dir` is a model folder: the `--output_dir` of a fine-tuning script, a converted or
 pre-trained one (its `model.json` names the kind, which picks the signatures; a pre-trained one is
 exported as a text encoder), or an original TF1 or Hugging Face folder with its `vocab.txt`. The
 signatures of each task are listed in `official_bert/export/saved_model.py`; a client needs
-TensorFlow and `import tensorflow_text` to run them.
+TensorFlow and `import tensorflow_text` to run them. `--format=litert` and `--format=onnx` need the
+`litert` and `onnx` extras (`official_bert/export/formats.py` says what each format holds).
 """
 
 from absl import flags
 
 from official_bert import export
 from official_bert.cli.launch import launch
+from official_bert.common import paths
 
 FLAGS = flags.FLAGS
 
@@ -24,7 +31,11 @@ def define_flags():
   flags.DEFINE_string("model_dir", None,
                       "Model folder (with model.json), or an original TF1 or Hugging Face folder.")
   flags.DEFINE_string("export_dir", None, "The SavedModel folder to write (TF Serving expects "
-                      "<model_base_path>/<version>).")
+                      "<model_base_path>/<version>), or the .tflite / .onnx file of --format.")
+  flags.DEFINE_enum("format", "saved_model", list(export.FORMATS),
+                    "saved_model: a SavedModel folder (raw text, token ids, tf.Examples in); "
+                    "litert: one .tflite file with the tokenizer inside (raw text in); onnx: one "
+                    ".onnx file (token ids in).")
   flags.DEFINE_integer("max_seq_length", None,
                        "Sequence length of the raw-text signatures. Default: the one of training, "
                        "or 128 for a pre-trained folder.")
@@ -58,7 +69,23 @@ def _buckets(values):
     raise ValueError(f"--buckets takes whole numbers or 'none', got {','.join(values)}.") from None
 
 
+def _check_paths():
+  """`launch`'s checks of the paths, with --export_dir a file for the one-file formats."""
+  outputs = {"export_dir": FLAGS.export_dir}
+  paths.check_apart({"model_dir": FLAGS.model_dir}, outputs)
+  paths.check_writable("export_dir", FLAGS.export_dir, is_file=FLAGS.format != "saved_model")
+
+
 def main():
+  _check_paths()
+  if FLAGS.format != "saved_model":
+    if FLAGS.dtype != "float32" or FLAGS.jit_compile is not None or FLAGS.buckets is not None:
+      raise export.FormatError(f"--dtype, --jit_compile and --buckets are SavedModel settings; "
+                               f"--format={FLAGS.format} exports float32 at max_seq_length.")
+    export.export_model_dir_as(FLAGS.model_dir, FLAGS.export_dir, format=FLAGS.format,
+                               max_seq_length=FLAGS.max_seq_length,
+                               do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite)
+    return
   export.export_model_dir(FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
                           do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite,
                           buckets=_buckets(FLAGS.buckets), dtype=FLAGS.dtype,
@@ -68,7 +95,8 @@ def main():
 def run():
   """The `bert-export-saved-model` command (and `python export_saved_model.py`)."""
   define_flags()
-  launch(main, ["model_dir", "export_dir"], inputs=["model_dir"], outputs=["export_dir"])
+  # The paths are checked in `main`: whether --export_dir is a folder or a file depends on --format.
+  launch(main, ["model_dir", "export_dir"])
 
 
 if __name__ == "__main__":

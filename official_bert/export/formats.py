@@ -1,0 +1,256 @@
+"""One model folder, three serving formats: SavedModel, LiteRT (`.tflite`) and ONNX (`.onnx`).
+
+`export_model_dir_as(model_dir, path, format=...)` is the library side of
+`export_saved_model.py --format`. A SavedModel is a folder (`saved_model.py`); LiteRT and ONNX
+exports are one file each, written whole or not at all, that carries a mark of this package in
+its metadata: an existing file without the mark (someone else's model, or anything else) is never
+replaced, and one with it only under `overwrite`.
+
+What each format can express:
+
+  litert   raw text in, the tokenizer inside (`litert.py`): the classifier (`text`, or `text_a`
+           and `text_b` for a sentence-pair model), the encoder (`text`; `serve_text_pair`) and
+           the token classifier, each with the outputs of its SavedModel's raw-text signature.
+  onnx     token ids in (`onnx.py`): every kind, with the outputs of its `serve_token_ids`.
+
+The new runtimes are optional: `pip install "official_bert[litert]"` or `"official_bert[onnx]"`;
+an export names the extra it needs before any work.
+
+Example:
+
+>>> FORMATS
+('saved_model', 'litert', 'onnx')
+>>> file_extension("litert")
+'.tflite'
+"""
+
+import importlib.util
+import os
+
+import tensorflow as tf
+
+from official_bert import checkpoints, tokenization
+from official_bert.common import file_io
+from official_bert.common.errors import UserError
+from official_bert.export import precision, signatures
+from official_bert.models import (
+  BertClassifier,
+  BertMultipleChoice,
+  BertPretrainer,
+  BertSpanLabeler,
+  BertTokenClassifier,
+)
+from official_bert.networks import BertEncoder
+
+FORMATS = ("saved_model", "litert", "onnx")
+# The modules an export to a format imports, and the extra that installs them.
+_REQUIREMENTS = {"litert": (("ai_edge_litert",), "litert"),
+                 "onnx": (("tf2onnx", "onnx"), "onnx")}
+_EXTENSIONS = {"litert": ".tflite", "onnx": ".onnx"}
+# The kinds whose `serve_token_ids` `token_id_outputs` gives.
+TOKEN_ID_KINDS = (BertClassifier.kind, BertTokenClassifier.kind, BertSpanLabeler.kind,
+                  BertMultipleChoice.kind, BertEncoder.kind, BertPretrainer.kind)
+# The metadata key of the mark an export of this package carries.
+MARK = "official_bert"
+
+
+class FormatError(UserError):
+  """The format cannot be written here, or cannot express the model's signatures."""
+
+
+class ExportFileError(UserError, FileExistsError):
+  """The output file is taken: someone else's file, or an export kept without `overwrite`."""
+
+
+def check_format(format):  # pylint: disable=redefined-builtin
+  """Refuses a format that is unknown or that the installed packages cannot write.
+
+  Args:
+    format: one of `FORMATS`.
+
+  Raises:
+    FormatError: one line naming the extra to install.
+  """
+  if format not in FORMATS:
+    raise FormatError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}.")
+  modules, extra = _REQUIREMENTS.get(format, ((), None))
+  missing = [name for name in modules if importlib.util.find_spec(name) is None]
+  if missing:
+    raise FormatError(f"--format={format} needs {', '.join(missing)}, which is not installed: "
+                      f"pip install \"official_bert[{extra}]\".")
+
+
+def file_extension(format):  # pylint: disable=redefined-builtin
+  """The file name ending of a one-file format (`.tflite`, `.onnx`)."""
+  return _EXTENSIONS[format]
+
+
+def check_output_file(path, format, overwrite, is_ours):  # pylint: disable=redefined-builtin
+  """Refuses an output file that an export may not write.
+
+  Args:
+    path: the `.tflite` or `.onnx` file to write.
+    format: `litert` or `onnx`.
+    overwrite: replace an earlier export of this package at `path`.
+    is_ours: `is_ours(data)` tells whether a file's bytes are an export of this package.
+
+  Raises:
+    ExportFileError: `path` does not end in the format's extension, is a folder, or holds a file
+      that is no export of ours, or one that is and `overwrite` is False.
+  """
+  path = os.fspath(path)
+  extension = file_extension(format)
+  if not path.endswith(extension):
+    raise ExportFileError(f"export_dir {path} must name the {extension} file to write for "
+                          f"--format={format} (end it in {extension}).")
+  if not tf.io.gfile.exists(path):
+    return
+  if tf.io.gfile.isdir(path):
+    raise ExportFileError(f"export_dir {path} is a folder; --format={format} writes one "
+                          f"{extension} file. Choose another path.")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    ours = is_ours(f.read())
+  if not ours:
+    raise ExportFileError(f"export_dir {path} exists and was not written by this package; it is "
+                          "never replaced. Choose another path.")
+  if not overwrite:
+    raise ExportFileError(f"export_dir {path} holds an earlier export; pass overwrite=True "
+                          "(--overwrite) to replace it, or choose another path.")
+
+
+def write_file(path, data):
+  """Writes `data` (bytes) to `path` whole: under a temporary name, then renamed.
+
+  Args:
+    path: the file to write (local or any `tf.io.gfile` scheme).
+    data: its bytes.
+  """
+  path = os.fspath(path)
+  tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+  try:
+    with file_io.atomic_write(path, "wb") as f:
+      f.write(data)
+  except (OSError, tf.errors.OpError) as error:
+    file_io.raise_if_disk_full(error, f"writing {path} (nothing of it is kept)")
+    raise
+  return path
+
+
+def portable_model(model):
+  """`model` in float32 on the stock kernels: plain TensorFlow ops that every converter knows.
+
+  The fused CPU forms (`cpu_xla`, `cpu_onednn`) are shaped for TensorFlow's own compilers; a
+  LiteRT or ONNX converter sees through none of them, so the exports are built on `stock`.
+
+  Args:
+    model: an instance of a registered model class, trained in any dtype on any kernels.
+  """
+  return precision.with_dtype(model, "float32", kernels="stock")
+
+
+def token_id_outputs(model, info):
+  """The function of a kind's `serve_token_ids` outputs, on the encoder inputs.
+
+  Args:
+    model: the (portable) model.
+    info: its `checkpoints.ModelInfo`.
+
+  Returns:
+    `outputs(inputs)`: the encoder's input dict -> the signature's output dict.
+  """
+  # Class names as text: the label names, else the ids (as the SavedModel's `label` gives them).
+  labels = info.labels or [str(i) for i in range(getattr(model, "num_classes", 0))]
+  if info.kind == BertClassifier.kind:
+    if info.is_regression:
+      return lambda inputs: signatures.regression_outputs(model(inputs, training=False)["logits"])
+    return lambda inputs: signatures.class_outputs(model(inputs, training=False)["logits"],
+                                                   labels)
+  if info.kind == BertTokenClassifier.kind:
+    return lambda inputs: signatures.class_outputs(model(inputs, training=False)["logits"],
+                                                   labels)
+  if info.kind == BertSpanLabeler.kind:
+    def spans(inputs):
+      outputs = model(inputs, training=False)
+      return {name: tf.cast(outputs[name], tf.float32) for name in ("start_logits", "end_logits")}
+    return spans
+  if info.kind == BertMultipleChoice.kind:
+    def choices(inputs):
+      logits = tf.cast(model(inputs, training=False)["logits"], tf.float32)
+      return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+              "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+    return choices
+  if info.kind in (BertEncoder.kind, BertPretrainer.kind):
+    encoder = model if isinstance(model, BertEncoder) else model.encoder
+    return lambda inputs: signatures.encoder_outputs(encoder(inputs, training=False))
+  raise FormatError(f"No serving signatures for models of kind {info.kind!r}.")
+
+
+def _writer(format):  # pylint: disable=redefined-builtin
+  """The module that writes `format`, once its packages are known to be installed."""
+  check_format(format)
+  if format == "saved_model":
+    raise FormatError("export_task_model_as writes litert or onnx; a SavedModel is "
+                      "export_task_model's.")
+  # Imported only now: each needs its format's optional packages.
+  from official_bert.export import litert, onnx  # pylint: disable=import-outside-toplevel
+  return {"litert": litert, "onnx": onnx}[format]
+
+
+def export_task_model_as(model, info, path, *, format, max_seq_length=None,  # pylint: disable=redefined-builtin
+                         do_lower_case=None, overwrite=False):
+  """Writes a LiteRT or ONNX export of an in-memory model (see the module docstring).
+
+  Args:
+    model: the model `checkpoints.load_model` returned, or one in memory.
+    info: its `checkpoints.ModelInfo`.
+    path: the `.tflite` or `.onnx` file to write.
+    format: `litert` or `onnx`.
+    max_seq_length: the packed length (LiteRT) or the longest ids (ONNX); default the info's,
+      else 128.
+    do_lower_case: overrides `info.do_lower_case` (LiteRT's tokenizer needs one of them).
+    overwrite: replace an earlier export of this package at `path`.
+
+  Returns:
+    `path`.
+  """
+  writer = _writer(format)
+  writer.check_kind(info)
+  check_output_file(path, format, overwrite, writer.is_ours)
+  max_seq_length = max_seq_length or info.max_seq_length or 128
+  if do_lower_case is None:
+    do_lower_case = info.do_lower_case
+  return writer.export(model, info, path, max_seq_length=max_seq_length,
+                       do_lower_case=do_lower_case)
+
+
+def export_model_dir_as(model_dir, path, *, format, max_seq_length=None,  # pylint: disable=redefined-builtin
+                        do_lower_case=None, overwrite=False):
+  """Exports a model folder as a LiteRT or ONNX file: `export_saved_model.py --format`.
+
+  Everything that can be checked without the model is checked first: the format's packages,
+  what the kind's signatures need, and the output file.
+
+  Args:
+    model_dir: a model folder, or an original TF1 or Hugging Face folder (as an encoder).
+    path: the `.tflite` or `.onnx` file to write.
+    format: `litert` or `onnx`.
+    max_seq_length: overrides the folder's `max_seq_length` (default 128 when it has none).
+    do_lower_case: overrides the folder's `do_lower_case`.
+    overwrite: replace an earlier export of this package at `path`.
+
+  Returns:
+    `path`.
+
+  Example:
+
+    export_model_dir_as("/tmp/mrpc_output", "/tmp/mrpc.tflite", format="litert")
+  """
+  writer = _writer(format)
+  check_output_file(path, format, overwrite, writer.is_ours)
+  model, info = checkpoints.load_model(model_dir, dtype="float32")
+  if do_lower_case is None:
+    do_lower_case = info.do_lower_case
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(do_lower_case, os.fspath(model_dir))
+  return export_task_model_as(model, info, path, format=format, max_seq_length=max_seq_length,
+                              do_lower_case=do_lower_case, overwrite=overwrite)

@@ -1,0 +1,87 @@
+"""ONNX exports: the encoder inputs (token ids) in, the outputs of a kind's `serve_token_ids`.
+
+ONNX has no WordPiece, so a client tokenizes with the package (`FullTokenizer` and the feature
+converters, or `signatures.TextPacker` in-graph) and sends `input_word_ids`, `input_mask` and
+`input_type_ids`, int32 `[batch, seq]` (`[batch, choices, seq]` for multiple choice), `seq` any
+length up to the config's `max_position_embeddings`. ONNX Runtime runs the file:
+
+    import onnxruntime
+    session = onnxruntime.InferenceSession("/tmp/mrpc.onnx")
+    logits, = session.run(["logits"], {"input_word_ids": ids, "input_mask": mask,
+                                       "input_type_ids": type_ids})
+
+The graph is converted by tf2onnx from the model on the stock kernels in float32
+(`formats.portable_model`); the ids are not checked in the graph as a SavedModel checks them (an
+id past the vocabulary fails in ONNX Runtime's gather).
+"""
+
+import json
+import logging
+
+import tensorflow as tf
+
+from official_bert.export import formats, signatures
+from official_bert.models import BertMultipleChoice
+
+# ONNX Runtime 1.17 and later run every operator of this opset on CPU.
+OPSET = 17
+
+
+def check_kind(info):
+  """Refuses a kind without a `serve_token_ids` signature (every model kind has one)."""
+  if info.kind not in formats.TOKEN_ID_KINDS:
+    raise formats.FormatError(f"--format=onnx has no signature for models of kind "
+                              f"{info.kind!r}; the kinds are {', '.join(formats.TOKEN_ID_KINDS)}.")
+
+
+def convert(model, info, *, max_seq_length):
+  """The `.onnx` bytes of a model's token-id signature, with this package's mark.
+
+  Args:
+    model: the model (any dtype and kernels: its portable copy is converted).
+    info: its `checkpoints.ModelInfo`.
+    max_seq_length: the length the model was trained at, recorded in the mark for clients.
+  """
+  import tf2onnx  # pylint: disable=import-outside-toplevel
+
+  check_kind(info)
+  model = formats.portable_model(model)
+  outputs = formats.token_id_outputs(model, info)
+  shape = (None, model.num_choices, None) if info.kind == BertMultipleChoice.kind else (None, None)
+  specs = signatures.token_id_specs(shape)
+
+  def serve_token_ids(input_word_ids, input_mask, input_type_ids):
+    return outputs({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                    "input_type_ids": input_type_ids})
+
+  function = tf.function(serve_token_ids, input_signature=specs, autograph=False)
+  # tf2onnx logs every rewrite at INFO.
+  logging.getLogger("tf2onnx").setLevel(logging.WARNING)
+  proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=OPSET)
+  mark = proto.metadata_props.add()
+  mark.key = formats.MARK
+  mark.value = json.dumps({"format": "official_bert ONNX", "kind": info.kind,
+                           "max_seq_length": max_seq_length})
+  return proto.SerializeToString()
+
+
+def is_ours(data):
+  """Whether `data` (a file's bytes) is an ONNX export of this package."""
+  import onnx  # pylint: disable=import-outside-toplevel
+
+  try:
+    proto = onnx.load_model_from_string(data)
+  except Exception:  # noqa: BLE001  (any bytes that do not parse are not ours)
+    return False
+  return any(prop.key == formats.MARK for prop in proto.metadata_props)
+
+
+def export(model, info, path, *, max_seq_length, do_lower_case=None):
+  """Writes the `.onnx` file of `convert` to `path` whole (`do_lower_case` is the client's
+  tokenizer's, not the file's).
+
+  Returns:
+    `path`.
+  """
+  del do_lower_case
+  return formats.write_file(path, convert(model, info, max_seq_length=max_seq_length))

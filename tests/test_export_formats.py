@@ -1,0 +1,205 @@
+"""Tests of the LiteRT and ONNX exports (`official_bert/export/formats.py`, `litert.py`, `onnx.py`).
+
+One tiny sentence-pair classifier folder is exported once per format (module fixture; the LiteRT
+file by `export_saved_model.py`); the LiteRT file runs in LiteRT's interpreter with
+tensorflow-text's kernels, the ONNX file in ONNX Runtime, and both must give what the SavedModel
+computes (`test_export.py` holds the SavedModel to the Keras model): the model's outputs on the ids
+of the package's tokenizer. `benchmarks/litert_tokens.py` compares the files with a SavedModel on
+1,000 GLUE sentences.
+"""
+
+import csv
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert import BertClassifier, BertEncoder, BertSpanLabeler
+from official_bert.checkpoints import model_info, save_model_dir
+from official_bert.export import (
+  ExportFileError,
+  FormatError,
+  export_model_dir_as,
+  export_task_model_as,
+  formats,
+  litert,
+  signatures,
+)
+
+from testing import SHARED_DATA, tiny_bert_config, write_vocab
+
+pytest.importorskip("ai_edge_litert")
+onnxruntime = pytest.importorskip("onnxruntime")
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "export_saved_model.py"
+SEQ = 24
+LABELS = ["no", "yes", "maybe"]
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "it", "is", "not",
+         "good", "bad", "film", "very", "and", "cafe", "##s", "##ed", "##ing", ".", ",", "'", "?",
+         "!", "(", ")", "-", "μ", "µ", "..."]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+PAIRS = [("The cat sat on the mat.", "A dog ran in the park."),
+         ("Café!  It is NOT good", ""),
+         ("", "the film"),
+         ("the " * 30, "dog ran " * 20),
+         ("x" * 250 + " sat " + "é" * 150 + "a" * 60, "cats sat, dogs ran?")]
+
+
+def _glue_pairs(count):
+  """MRPC dev sentence pairs when the shared data is there, else none."""
+  path = SHARED_DATA / "glue" / "MRPC" / "dev.tsv"
+  if not path.exists():
+    return []
+  with open(path, encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:count + 1]
+  return [(row[3], row[4]) for row in rows]
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+  root = tmp_path_factory.mktemp("formats")
+  vocab = write_vocab(root / "vocab.txt", VOCAB)
+  model = BertClassifier(tiny_bert_config(len(VOCAB), max_position_embeddings=64), num_classes=3)
+  model(signatures.TextPacker(vocab, True, SEQ, ())(tf.constant(["a"]), tf.constant(["b"])))
+  model_dir = save_model_dir(model, root / "model", vocab_file=vocab, do_lower_case=True,
+                             max_seq_length=SEQ, labels=LABELS, extra={"sentence_pair": True})
+  tflite = root / "model.tflite"
+  subprocess.run([sys.executable, str(SCRIPT), f"--model_dir={model_dir}",
+                  f"--export_dir={tflite}", "--format=litert"], check=True, timeout=300,
+                 capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  onnx_file = export_model_dir_as(model_dir, root / "model.onnx", format="onnx")
+  return {"root": root, "vocab": vocab, "model": model, "model_dir": model_dir,
+          "tflite": tflite, "onnx": onnx_file}
+
+
+def _served(model, inputs):
+  """What the classifier's SavedModel signatures give on `inputs` (the encoder's input dict)."""
+  return signatures.class_outputs(model(inputs, training=False)["logits"], LABELS)
+
+
+def _assert_close(actual, expected, names):
+  for name in names:
+    np.testing.assert_allclose(actual[name], expected[name].numpy(), atol=1e-4, rtol=0,
+                               err_msg=name)
+
+
+def test_litert_takes_raw_text_and_matches_the_saved_model(exports):
+  pairs = PAIRS + _glue_pairs(40)
+  text_a, text_b = (np.array([pair[i] for pair in pairs], dtype=object) for i in (0, 1))
+  runner = litert.load_interpreter(model_path=str(exports["tflite"])).get_signature_runner()
+  assert set(runner.get_input_details()) == {"text_a", "text_b"}
+  got = runner(text_a=text_a, text_b=text_b)
+  packer = signatures.TextPacker(exports["vocab"], True, SEQ, ())
+  want = _served(exports["model"], packer(tf.constant(text_a.tolist()),
+                                          tf.constant(text_b.tolist())))
+  assert set(got) == set(want)
+  _assert_close(got, want, ["logits", "probabilities"])
+  np.testing.assert_array_equal(got["label_id"], want["label_id"].numpy())
+  assert [label.decode() for label in got["label"]] == [
+      label.decode() for label in want["label"].numpy()]
+
+
+def test_litert_packs_the_ids_of_the_package_tokenizer():
+  tokens = write_vocab(pathlib.Path(os.getcwd()) / "vocab.txt", VOCAB)
+  pairs = PAIRS + _glue_pairs(200)
+  text_a, text_b = (tf.constant([pair[i] for pair in pairs]) for i in (0, 1))
+  for lower in (True, False):
+    expected = signatures.TextPacker(tokens, lower, SEQ, ())
+    packer = litert.LiteRtTextPacker(tokens, lower, SEQ)
+    for args in ((text_a,), (text_a, text_b), (text_b, text_a)):
+      got, want = packer(*args), expected(*args)
+      for name in want:
+        np.testing.assert_array_equal(got[name].numpy(), want[name].numpy(), err_msg=name)
+
+
+def test_litert_normalizer_folds_compatibility_characters_when_uncased():
+  # The documented difference: tf.text's normalizer folds as NFKC does (µ, the micro sign,
+  # becomes μ), the original keeps the character.
+  tokens = write_vocab(pathlib.Path(os.getcwd()) / "vocab.txt", VOCAB)
+  text = tf.constant(["µ"])
+  got = litert.LiteRtTextPacker(tokens, True, 8)(text)["input_word_ids"].numpy()[0, 1]
+  want = signatures.TextPacker(tokens, True, 8, ())(text)["input_word_ids"].numpy()[0, 1]
+  assert (VOCAB[got], VOCAB[want]) == ("μ", "µ")
+  cased = litert.LiteRtTextPacker(tokens, False, 8)(text)["input_word_ids"].numpy()[0, 1]
+  assert VOCAB[cased] == "µ"
+
+
+def test_onnx_takes_token_ids_and_matches_the_saved_model(exports):
+  packer = signatures.TextPacker(exports["vocab"], True, SEQ, ())
+  inputs = packer(tf.constant([p[0] for p in PAIRS]), tf.constant([p[1] for p in PAIRS]))
+  session = onnxruntime.InferenceSession(str(exports["onnx"]))
+  assert {i.name for i in session.get_inputs()} == set(inputs)
+  names = [output.name for output in session.get_outputs()]
+  got = dict(zip(names, session.run(names, {k: v.numpy() for k, v in inputs.items()})))
+  want = _served(exports["model"], inputs)
+  assert set(got) == set(want)
+  _assert_close(got, want, ["logits", "probabilities"])
+  np.testing.assert_array_equal(got["label_id"], want["label_id"].numpy())
+
+
+def test_litert_encoder_has_both_text_signatures(tmp_path):
+  vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
+  encoder = BertEncoder(tiny_bert_config(len(VOCAB), max_position_embeddings=32))
+  info = model_info(encoder, vocab_file=vocab, do_lower_case=True)
+  packer = signatures.TextPacker(vocab, True, 16, ())
+  inputs = packer(tf.constant(["the cat sat"]), tf.constant(["a dog ran"]))
+  want = signatures.encoder_outputs(encoder(inputs, training=False))
+  interpreter = litert.load_interpreter(model_content=litert.convert(
+      encoder, info, max_seq_length=16, do_lower_case=True))
+  assert set(interpreter.get_signature_list()) == {"serving_default", "serve_text_pair"}
+  got = interpreter.get_signature_runner("serve_text_pair")(
+      text_a=np.array(["the cat sat"]), text_b=np.array(["a dog ran"]))
+  _assert_close(got, want, ["sequence_output", "pooled_output", "encoder_outputs"])
+  np.testing.assert_array_equal(got["input_mask"], inputs["input_mask"].numpy())
+
+
+def test_a_format_without_its_packages_names_the_extra(monkeypatch):
+  real = formats.importlib.util.find_spec
+  monkeypatch.setattr(formats.importlib.util, "find_spec",
+                      lambda name: None if name == "tf2onnx" else real(name))
+  with pytest.raises(FormatError, match=r'official_bert\[onnx\]'):
+    formats.check_format("onnx")
+  formats.check_format("litert")
+
+
+def test_litert_refuses_a_span_labeler_before_writing(tmp_path):
+  vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
+  model = BertSpanLabeler(tiny_bert_config(len(VOCAB)))
+  info = model_info(model, vocab_file=vocab, do_lower_case=True)
+  with pytest.raises(FormatError, match="span_labeler.*--format=onnx"):
+    export_task_model_as(model, info, tmp_path / "squad.tflite", format="litert")
+  assert not list(tmp_path.glob("squad*"))
+
+
+def test_an_output_file_not_written_by_the_package_is_never_replaced(exports, tmp_path):
+  for format_name, extension in (("litert", ".tflite"), ("onnx", ".onnx")):
+    foreign = tmp_path / f"theirs{extension}"
+    foreign.write_bytes(b"someone else's model")
+    with pytest.raises(ExportFileError, match="not written by this package"):
+      export_model_dir_as(exports["model_dir"], foreign, format=format_name, overwrite=True)
+    assert foreign.read_bytes() == b"someone else's model"
+    with pytest.raises(ExportFileError, match=f"end it in {extension}"):
+      export_model_dir_as(exports["model_dir"], tmp_path / "model.bin", format=format_name)
+  ours = exports["tflite"]
+  with pytest.raises(ExportFileError, match="--overwrite"):
+    export_model_dir_as(exports["model_dir"], ours, format="litert")
+  assert litert.is_ours(pathlib.Path(ours).read_bytes())
+  assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_export_script_refuses_a_foreign_file_in_one_line(exports):
+  foreign = exports["root"] / "foreign.onnx"
+  foreign.write_bytes(b"not ours")
+  result = subprocess.run(
+      [sys.executable, str(SCRIPT), f"--model_dir={exports['model_dir']}",
+       f"--export_dir={foreign}", "--format=onnx"],
+      capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 2, result.stderr
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1 and "not written by this package" in errors[0], result.stderr
+  assert foreign.read_bytes() == b"not ours"
