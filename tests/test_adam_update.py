@@ -1,8 +1,6 @@
 """The fused AdamW update kernel: its arithmetic against `AdamWeightDecay`, sparse rows, bad
-input, its build, and a bfloat16 pre-training step that uses it against the compiled update."""
-
-import os
-import shutil
+input, and a bfloat16 pre-training step that uses it against the compiled update. Its build is
+`test_ops_native.py`'s."""
 
 import keras
 import numpy as np
@@ -16,10 +14,14 @@ from official_bert.training.adam_weight_decay import AdamWeightDecay
 
 from testing import fixed_pretraining_batch, make_trainer, tiny_bert_config
 
-COMPILER = shutil.which(os.environ.get("CXX", "g++"))
-needs_compiler = pytest.mark.skipif(
-    COMPILER is None, reason="no C++ compiler: the fused kernel cannot be built here, and "
-    "training takes the compiled update (tested in test_ops_weight_copies.py)")
+
+@pytest.fixture
+def built(native_kernels):
+  """The kernel, built once a session (`conftest.py`); without a C++ compiler the tests that
+  need it skip, and training takes the compiled update (test_ops_weight_copies.py)."""
+  if native_kernels is not None:
+    pytest.skip(f"no C++ compiler: {native_kernels}")
+
 
 CONFIG = tiny_bert_config(60, hidden_size=32, max_position_embeddings=32, dropout=0.0)
 
@@ -61,7 +63,7 @@ def _fused_step(weight, m, v, gradient, learning_rate, weight_decay, scale=1.0, 
   return [x.numpy() for x in variables] + [copy]
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 @pytest.mark.parametrize("shape", [(7, 300), (5,), (40, 1000)])
 def test_the_kernel_steps_as_adam_weight_decay(shape, weight_decay):
@@ -74,7 +76,7 @@ def test_the_kernel_steps_as_adam_weight_decay(shape, weight_decay):
   np.testing.assert_array_equal(copy.numpy(), tf.cast(actual[0], tf.bfloat16).numpy())
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_the_gradient_scale_and_sparse_rows_enter_the_gradient():
   weight, m, v, gradient = _state((6, 4), seed=2)
   sparse = tf.IndexedSlices(tf.constant(np.arange(12, dtype="float32").reshape(3, 4) * 1e-3),
@@ -88,7 +90,7 @@ def test_the_gradient_scale_and_sparse_rows_enter_the_gradient():
     np.testing.assert_allclose(got, wanted, rtol=1e-6, atol=1e-9)
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_bad_rows_and_shapes_are_refused_with_what_is_wrong():
   weight, m, v, gradient = _state((6, 4), seed=3)
   with pytest.raises(tf.errors.InvalidArgumentError, match=r"rows\[1\] = 9 is outside \[0, 6\)"):
@@ -103,7 +105,7 @@ def test_bad_rows_and_shapes_are_refused_with_what_is_wrong():
     _fused_step(weight, m, v, gradient, tf.constant([0.01, 0.02]), 0.0)
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("shape", [(0,), (5,), (3, 16384), (70001,), (123, 457)])
 def test_the_squared_norm_sums_the_squares_in_float32(shape):
   values = np.random.default_rng(4).normal(size=shape).astype("float32")
@@ -114,38 +116,18 @@ def test_the_squared_norm_sums_the_squares_in_float32(shape):
   assert traced.dtype == tf.float32 and traced.shape == ()
 
 
-@needs_compiler
-def test_the_build_is_reused_and_leaves_no_partial_file(tmp_path):
-  first = native.build(adam_update.SOURCE, cache_dir=tmp_path)
-  built = first.stat().st_mtime_ns
-  assert native.build(adam_update.SOURCE, cache_dir=tmp_path) == first
-  assert first.stat().st_mtime_ns == built
-  assert [p.name for p in tmp_path.iterdir()] == [first.name]
-
-
-def test_a_failed_build_says_why_and_leaves_nothing(tmp_path):
-  with pytest.raises(RuntimeError, match="cannot run the C\\+\\+ compiler"):
-    native.build(adam_update.SOURCE, cache_dir=tmp_path,
-                 compiler=str(tmp_path / "no-such-compiler"))
-  assert not list(tmp_path.iterdir())
-  failing = shutil.which("false")
-  with pytest.raises(RuntimeError, match="failed on .*adam_update.cc"):
-    native.build(adam_update.SOURCE, cache_dir=tmp_path, compiler=failing)
-  assert not list(tmp_path.iterdir())  # the partial output removed
-
-
-def test_without_a_kernel_the_trainer_takes_the_compiled_update(tmp_path, monkeypatch):
-  # A build that fails (no compiler) leaves `kernel()` None, with a warning, instead of raising.
-  monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+def test_without_a_built_kernel_the_trainer_takes_the_compiled_update(tmp_path, monkeypatch):
+  # An empty cache: `kernel()` is None, with one warning line, and nothing is compiled.
   monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path / "cache"))
-  native.load.cache_clear()  # pylint: disable=protected-access
+  native.load.cache_clear()
   try:
     assert adam_update.kernel() is None
     trainer, _, logs = _trained(tmp_path / "model", True, monkeypatch)
     assert trainer._fused_update is None and trainer._copies is not None  # pylint: disable=protected-access
     assert np.isfinite(logs["loss"]) and int(trainer.optimizer.iterations) == 1
   finally:
-    native.load.cache_clear()  # pylint: disable=protected-access
+    native.load.cache_clear()
+  assert not (tmp_path / "cache").exists()
 
 
 def test_the_kernel_can_be_turned_off(monkeypatch):
@@ -169,7 +151,7 @@ def _trained(model_dir, fused, monkeypatch, clip_norm=1.0):
   return trainer, before, logs
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("clip_norm", [1.0, 0.05])
 def test_a_step_on_the_kernel_matches_the_compiled_update(tmp_path, monkeypatch, clip_norm):
   fused, before, fused_logs = _trained(tmp_path / "fused", True, monkeypatch, clip_norm)

@@ -26,7 +26,7 @@ def _functions(path):
 
 def test_every_command_names_a_tool_with_a_run_function_and_its_original_script():
   scripts = _scripts()
-  assert len(scripts) == 11
+  assert len(scripts) == 12
   for command, target in scripts.items():
     module, function = target.split(":")
     assert module.startswith("official_bert.cli.") and function == "run", command

@@ -2,9 +2,6 @@
 forward and backward, with the same dropout masks; bad input; the switch and the fallback; and
 a bfloat16 pre-training step on them against the same step on the programs."""
 
-import os
-import shutil
-
 import keras
 import numpy as np
 import pytest
@@ -18,10 +15,14 @@ from official_bert.training import EngineConfig
 
 from testing import fixed_pretraining_batch, make_trainer, tiny_bert_config
 
-COMPILER = shutil.which(os.environ.get("CXX", "g++"))
-needs_compiler = pytest.mark.skipif(
-    COMPILER is None, reason="no C++ compiler: the kernels cannot be built here, and bfloat16 "
-    "training takes the compiled programs (tested in test_bf16.py)")
+
+@pytest.fixture
+def built(native_kernels):
+  """The kernels, built once a session (`conftest.py`); without a C++ compiler the tests that
+  need them skip, and bfloat16 training takes the compiled programs (test_bf16.py)."""
+  if native_kernels is not None:
+    pytest.skip(f"no C++ compiler: {native_kernels}")
+
 
 FUSED_OPS = {"BiasGeluBfloat16", "DropoutAddLayerNormBfloat16", "MaskedSoftmaxDropoutBfloat16"}
 
@@ -56,7 +57,7 @@ def _assert_close(actual, expected, rtol=1.6e-2):
     np.testing.assert_allclose(got, wanted, rtol=rtol, atol=1e-2 * np.abs(wanted).max() + 1e-6)
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("rate", [0.0, 0.3])
 def test_dropout_add_layer_norm_matches_the_compiled_program(rate):
   rng = np.random.default_rng(1)
@@ -80,7 +81,7 @@ def test_dropout_add_layer_norm_matches_the_compiled_program(rate):
   assert np.count_nonzero(actual[3][dropped]) >= 0.95 * dropped.sum()
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("rate", [0.0, 0.5])
 def test_masked_softmax_matches_the_compiled_program_with_the_same_mask(rate):
   rng = np.random.default_rng(2)
@@ -102,7 +103,7 @@ def test_masked_softmax_matches_the_compiled_program_with_the_same_mask(rate):
   _assert_close(actual, expected)
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("activation,approximate", [(gelu_tanh, True), (stock.gelu, False)])
 def test_bias_gelu_matches_the_compiled_program(activation, approximate):
   rng = np.random.default_rng(3)
@@ -115,7 +116,7 @@ def test_bias_gelu_matches_the_compiled_program(activation, approximate):
   _assert_close(actual, expected)
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_bias_add_passes_the_gradient_and_sums_the_bias_gradient_in_float32():
   rng = np.random.default_rng(4)
   inputs, upstream, bias = _bfloat16(rng, (300, 24)), _bfloat16(rng, (300, 24)), _bfloat16(
@@ -130,7 +131,7 @@ def test_bias_add_passes_the_gradient_and_sums_the_bias_gradient_in_float32():
                                 .numpy().astype("float32"))
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_bad_shapes_are_refused_with_the_input_that_is_wrong():
   x = tf.zeros((4, 8), tf.bfloat16)
   seed = tf.constant([1, 2])
@@ -155,8 +156,8 @@ def _training_graph_ops():
   """The op types and XLA-compiled functions of a bfloat16 `cpu_onednn` training block's
   forward and backward graph."""
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  with ops.use_kernels("cpu_onednn"):
-    block = TransformerBlock(16, 2, 32, dropout_rate=0.1, attention_dropout_rate=0.1)
+  block = TransformerBlock(16, 2, 32, dropout_rate=0.1, attention_dropout_rate=0.1,
+                           kernels="cpu_onednn")
   inputs, mask = tf.ones((2, 5, 16)), tf.ones((2, 5))
 
   @tf.function
@@ -175,7 +176,7 @@ def _training_graph_ops():
   return types, compiled
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_a_bfloat16_training_block_runs_the_kernels_and_the_switch_turns_them_off(monkeypatch):
   types, compiled = _training_graph_ops()
   grads = {f"{name}Grad" for name in FUSED_OPS} | {"BiasGradBfloat16"}
@@ -186,8 +187,7 @@ def test_a_bfloat16_training_block_runs_the_kernels_and_the_switch_turns_them_of
   assert not (FUSED_OPS | grads) & types and compiled
 
 
-def test_without_a_compiler_training_takes_the_compiled_programs(tmp_path, monkeypatch):
-  monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+def test_without_built_kernels_training_takes_the_compiled_programs(tmp_path, monkeypatch):
   monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path / "cache"))
   native.load.cache_clear()
   try:
@@ -198,6 +198,7 @@ def test_without_a_compiler_training_takes_the_compiled_programs(tmp_path, monke
       bfloat16_elementwise.bias_add(tf.zeros((1, 2), tf.bfloat16), tf.zeros(2, tf.bfloat16))
   finally:
     native.load.cache_clear()
+  assert not (tmp_path / "cache").exists()  # nothing was compiled
 
 
 # === A bfloat16 pre-training step on the kernels against the compiled programs ===
@@ -216,7 +217,7 @@ def _trained(model_dir, fused, monkeypatch):
   return trainer, before, logs
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_a_pretraining_step_on_the_kernels_matches_the_compiled_programs(tmp_path, monkeypatch):
   fused, before, fused_logs = _trained(tmp_path / "fused", True, monkeypatch)
   compiled, _, compiled_logs = _trained(tmp_path / "compiled", False, monkeypatch)
@@ -232,7 +233,7 @@ def test_a_pretraining_step_on_the_kernels_matches_the_compiled_programs(tmp_pat
     assert np.abs(got.numpy() - initial).max() > 5e-4, got.path
 
 
-@needs_compiler
+@pytest.mark.usefixtures("built")
 def test_inside_an_xla_program_the_compiled_programs_run_with_the_same_results():
   rng = np.random.default_rng(5)
   inputs, residual = _bfloat16(rng, (2, 4, 32), 2), _bfloat16(rng, (2, 4, 32))

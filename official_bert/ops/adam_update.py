@@ -1,21 +1,22 @@
 """The original BERT's AdamW step as one pass over memory, for float32 weights that a bfloat16
 training step reads through copies (`ops.weight_copies`): a TensorFlow kernel of this package
-(`adam_update.cc`), built on first use.
+(`adam_update.cc`), built by `bert-build-kernels` (`ops.native`).
 
 Why: XLA's CPU backend writes each output of a program in a loop of its own, so the compiled
 update passes over each weight four times (the moments, the weight, its bfloat16 copy) and reads
-about 46 bytes a weight where one pass needs 32. It was a sixth of a bfloat16 BERT-Base
-pre-training step; for 100 million weights on a 2-core Xeon the kernel took 62 ms against XLA's
-122 (`docs/performance.md`).
+about 46 bytes a weight where one pass needs 32 (`docs/performance.md`).
 
 When: `Trainer` updates with it each weight whose gradient comes back dense in bfloat16 through
 its copy (plus, for BERT's tied word embeddings, the lookup's sparse float32 rows), when the
 optimizer is `AdamWeightDecay` and `kernel()` loads; the other weights, and every weight where
-the kernel does not load, take the compiled update, the same arithmetic. Set
+the kernel is not built, take the compiled update, the same arithmetic. Set
 `OFFICIAL_BERT_FUSED_UPDATE=0` to use the compiled update everywhere.
 
-Build: `native.build` (once per machine, about 7 s). Where the build or the load fails,
-`kernel()` logs why once and returns None.
+Example (`sparse_rows` needs no built kernel):
+
+>>> rows, grads = sparse_rows(tf.IndexedSlices(tf.ones([3, 2]), tf.constant([4, 1, 4])))
+>>> rows.numpy().tolist(), grads.numpy().tolist()
+([4, 1], [[2.0, 2.0], [1.0, 1.0]])
 """
 
 import os
@@ -35,7 +36,8 @@ def enabled():
 
 def kernel():
   """The loaded kernel's module (`adam_weight_decay_bfloat16_update`), or None where it is
-  turned off (`enabled()`), cannot be built or cannot be loaded (logged once)."""
+  turned off (`enabled()`), or is not built for this CPU or does not load (`native.load`, which
+  logs why in one line)."""
   return native.load(SOURCE) if enabled() else None
 
 
@@ -56,11 +58,6 @@ def squared_norm(gradient):
 
   Raises:
     RuntimeError: the kernel is unavailable (`kernel()` is None).
-
-  Example:
-
-  >>> float(squared_norm(tf.fill([3, 1000], tf.constant(0.5, tf.bfloat16))))
-  750.0
   """
   return _module().squared_norm_bfloat16(gradient)
 
@@ -68,19 +65,21 @@ def squared_norm(gradient):
 def _module():
   module = kernel()
   if module is None:
-    raise RuntimeError("The fused AdamW update kernel is unavailable; see the log.")
+    raise RuntimeError("The fused AdamW update kernel is unavailable (not built: "
+                       "bert-build-kernels; or turned off); see the log.")
   return module
 
 
 def sparse_rows(gradient):
   """The rows of a sparse `tf.IndexedSlices` gradient as `(rows, row_gradients)`: the distinct
-  row indices (int32) and each one's summed float32 gradient, as `update` takes them.
+  row indices (int32) and each one's summed float32 gradient, as `update` takes them (the
+  module docstring has an example).
 
-  Example:
+  Args:
+    gradient: a `tf.IndexedSlices` of a 2-D variable.
 
-  >>> rows, grads = sparse_rows(tf.IndexedSlices(tf.ones([3, 2]), tf.constant([4, 1, 4])))
-  >>> rows.numpy().tolist(), grads.numpy().tolist()
-  ([4, 1], [[2.0, 2.0], [1.0, 1.0]])
+  Returns:
+    `(rows, row_gradients)`: int32 `[n]` and float32 `[n, width]`.
   """
   rows, positions = tf.unique(tf.cast(gradient.indices, tf.int32))
   summed = tf.math.unsorted_segment_sum(tf.cast(gradient.values, tf.float32), positions,
