@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 from throughput import VOCAB, bert_config, bf16_flags, encoder_flops, matmul_peak
 
-from official_bert import BertEncoder, ops
+from official_bert import BertEncoder
 
 flags.DEFINE_integer("batch_size", 8, "Sequences per call.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
@@ -53,8 +53,7 @@ def main(_):
             "input_type_ids": np.zeros_like(ids)}
   calls = {}
   for dtype, xla, backend in ROWS:
-    with ops.use_kernels(backend):
-      encoder = BertEncoder(bert_config(12, 768), dtype=POLICIES[dtype])
+    encoder = BertEncoder(bert_config(12, 768), dtype=POLICIES[dtype], kernels=backend)
     forward = tf.function(lambda x, encoder=encoder: encoder(x)["sequence_output"],
                           jit_compile=xla)
     forward(inputs).numpy()

@@ -70,7 +70,8 @@ class SquadFineTuning:
                           save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
     strategy = engine.setup()
     with strategy.scope():
-      model = BertSpanLabeler(bert_config(layers, hidden))
+      model = BertSpanLabeler(bert_config(layers, hidden),
+                              kernels=engine.accelerator_choice(strategy).kernels)
       optimizer = create_optimizer("adamw", 3e-5, 10**6, 10, dtype=dtype)
     self.model_dir = tempfile.TemporaryDirectory(prefix="squad-throughput-")
     self.trainer = Trainer(model, span_loss, optimizer, strategy=strategy,
@@ -93,8 +94,9 @@ class Inference:
   """The encoder's forward pass, compiled by XLA, `steps` batches per timed window."""
 
   def __init__(self, layers, hidden, batch, steps, seq, dtype, kernels, num_gpus):
-    EngineConfig(kernels=kernels, dtype=dtype, num_gpus=num_gpus).setup()
-    self.encoder = BertEncoder(bert_config(layers, hidden))
+    engine = EngineConfig(kernels=kernels, dtype=dtype, num_gpus=num_gpus)
+    self.encoder = BertEncoder(bert_config(layers, hidden),
+                               kernels=engine.accelerator_choice(engine.setup()).kernels)
     features, _ = random_batch(batch, seq, 1)
     device = "/gpu:0" if num_gpus else "/cpu:0"
     with tf.device(device):

@@ -11,6 +11,7 @@ Training FLOPs per step (forward + backward = 3 x forward, a matmul of m x k by 
 """
 
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -144,13 +145,15 @@ class Ours:
     strategy = engine.setup()
     self.choice = engine.accelerator_choice(strategy)
     config = bert_config(layers, hidden, hidden_act)
+    kernels = self.choice.kernels
     with strategy.scope():
       if task == "pretraining":
-        model = BertPretrainer(config)
-        loss_fn, metrics_fn = pretraining_losses, pretraining_metrics
+        model = BertPretrainer(config, kernels=kernels)
+        loss_fn = functools.partial(pretraining_losses, kernels=kernels)
+        metrics_fn = functools.partial(pretraining_metrics, kernels=kernels)
         batch_data = random_batch(batch, seq, predictions)
       else:
-        model = BertClassifier(config, num_classes=2)
+        model = BertClassifier(config, num_classes=2, kernels=kernels)
         loss_fn, metrics_fn = classification_loss(False), classification_metrics
         batch_data = classification_batch(batch, seq)
       optimizer = create_optimizer("adamw", 1e-4, 10**6, 10, dtype=dtype)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import ops
 from official_bert.ops import adam_update, native
 from official_bert.training import EngineConfig
 from official_bert.training.adam_weight_decay import AdamWeightDecay
@@ -28,10 +27,9 @@ CONFIG = tiny_bert_config(60, hidden_size=32, max_position_embeddings=32, dropou
 
 @pytest.fixture(autouse=True)
 def restore_policy_and_kernels():
-  """The bfloat16 trainers below set both process-wide; the next test gets the defaults."""
+  """The bfloat16 trainers below set the dtype policy process-wide; the next test gets float32."""
   yield
   keras.mixed_precision.set_global_policy("float32")
-  ops.set_kernel_backend("cpu_xla")
 
 
 def _state(shape, seed):

@@ -3,6 +3,7 @@ against the stock ones, and tiny models in mixed bfloat16 against float32 (forwa
 training step), to tolerances that fit bfloat16's 8-bit significand."""
 
 import dataclasses
+import functools
 from unittest import mock
 
 import keras
@@ -13,8 +14,10 @@ import tensorflow as tf
 from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretrainer, ops
 from official_bert.layers.activations import gelu_tanh, get_activation
 from official_bert.layers.dense import Dense
+from official_bert.layers.dropout import Dropout
 from official_bert.layers.layer_norm import LayerNorm
 from official_bert.layers.transformer_block import TransformerBlock
+from official_bert.layers.transposed_dense import TransposedDense
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_onednn, cpu_xla, stock
 from official_bert.tasks.classification import classification_loss
@@ -116,10 +119,9 @@ def test_cpu_flags_are_read_from_the_flags_line(tmp_path):
 def test_engine_setup_applies_and_logs_the_choice():
   config = EngineConfig(dtype="bfloat16")
   strategy = config.setup()
-  assert ops.kernel_backend() == "cpu_onednn"
+  assert config.accelerator_choice(strategy).kernels == "cpu_onednn"
   assert config.accelerator_choice(strategy).enable_xla is False
   assert EngineConfig(dtype="float32").accelerator_choice(strategy).kernels == "cpu_xla"
-  ops.set_kernel_backend("cpu_xla")
 
 
 # === The cpu_onednn forms ===
@@ -176,8 +178,7 @@ def test_onednn_feed_forward_activation_is_compiled_in_training_and_fused_in_inf
   # cannot fuse (its input is kept for the gradient), runs it apart: in the fused kernel where
   # it loads (`test_ops_bfloat16_elementwise.py`), else as an XLA program of its own.
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  with ops.use_kernels("cpu_onednn"):
-    block = TransformerBlock(8, 2, 16)
+  block = TransformerBlock(8, 2, 16, kernels="cpu_onednn")
   inputs, mask = tf.ones((2, 5, 8)), tf.ones((2, 5))
   for training in (True, False):
     graph = tf.function(lambda x, m, training=training: block(x, m, training=training)
@@ -376,10 +377,9 @@ def test_bfloat16_training_block_with_dropout_matches_the_cpu_xla_composition():
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
   blocks = []
   for backend in ("cpu_xla", "cpu_onednn"):
-    with ops.use_kernels(backend):
-      # Weights large enough for the sublayers' outputs to count beside the residuals.
-      blocks.append(TransformerBlock(16, 2, 32, dropout_rate=0.2, attention_dropout_rate=0.2,
-                                     initializer_range=0.5, name="block"))
+    # Weights large enough for the sublayers' outputs to count beside the residuals.
+    blocks.append(TransformerBlock(16, 2, 32, dropout_rate=0.2, attention_dropout_rate=0.2,
+                                   initializer_range=0.5, kernels=backend, name="block"))
   rng = np.random.default_rng(11)
   inputs = tf.constant(rng.normal(size=(2, 6, 16)), tf.float32)
   mask = tf.constant([[1] * 6, [1] * 4 + [0] * 2], tf.float32)
@@ -448,69 +448,68 @@ def test_dense_layer_is_keras_dense_on_every_backend(backend):
   reference.set_weights([np.random.default_rng(4).normal(size=w.shape).astype("float32")
                          for w in reference.get_weights()])
   expected = reference(inputs)
-  with ops.use_kernels(backend):
-    layer = Dense(4, activation="relu")
+  layer = Dense(4, activation="relu", kernels=backend)
   layer.build(inputs.shape)
   layer.set_weights(reference.get_weights())
   assert [v.path.split("/")[-1] for v in layer.weights] == ["kernel", "bias"]
-  np.testing.assert_allclose(layer(inputs).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
-  residual = np.random.default_rng(3).normal(size=(2, 3, 4)).astype("float32")
-  np.testing.assert_allclose(tf.function(layer)(inputs, residual=residual).numpy(),
-                             expected.numpy() + residual, rtol=1e-5, atol=1e-6)
-  assert type(Dense.from_config(layer.get_config())) is Dense
-  with pytest.raises(ValueError, match="has an activation, so it cannot leave its bias"):
-    layer(inputs, with_bias=False)
-  with ops.use_kernels(backend):
-    projection = Dense(4)
-  projection.build(inputs.shape)
-  projection.set_weights(reference.get_weights())
-  for call in (projection, tf.function(projection)):
-    np.testing.assert_allclose(call(inputs, with_bias=False).numpy(),
-                               inputs @ reference.get_weights()[0], rtol=1e-5, atol=1e-5)
+  for call in (layer, tf.function(layer)):
+    np.testing.assert_allclose(call(inputs).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+  restored = Dense.from_config(layer.get_config())
+  assert type(restored) is Dense and restored._kernels is ops.kernels(backend)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
-def test_dense_layer_with_lora_leaves_its_bias_to_the_caller_on_request(backend):
-  # With LoRA, `Dense` runs Keras' own product, whose kernel includes the low-rank update.
+def test_dense_layer_with_lora_runs_keras_product_also_at_the_end_of_a_sublayer(backend):
+  # With LoRA, `Dense` runs Keras' own product, whose kernel includes the low-rank update; the
+  # fused end of a sublayer then takes the stock form.
   rng = np.random.default_rng(5)
   inputs = rng.normal(size=(2, 3, 5)).astype("float32")
-  with ops.use_kernels(backend):
-    layer = Dense(4, bias_initializer="ones")
+  layer = Dense(4, bias_initializer="ones", kernels=backend)
   layer.build(inputs.shape)
   layer.enable_lora(2)
   for weight in (layer.lora_kernel_a, layer.lora_kernel_b):
     weight.assign(rng.normal(size=weight.shape).astype("float32"))
   kernel = layer.kernel.numpy()  # the frozen kernel plus the low-rank update
   assert not np.allclose(kernel, layer._kernel.numpy())  # pylint: disable=protected-access
-  np.testing.assert_allclose(layer(inputs, with_bias=False).numpy(), inputs @ kernel,
-                             rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(layer(inputs).numpy(), inputs @ kernel + 1.0, rtol=1e-5, atol=1e-5)
+  norm = LayerNorm(epsilon=1e-12, kernels=backend)
+  residual = tf.constant(rng.normal(size=(2, 3, 4)), tf.float32)
+  for training in (False, True):
+    actual = ops.kernels(backend).project_dropout_add_layer_norm(
+        tf.constant(inputs), layer, residual, Dropout(0.0), norm, training=training)
+    np.testing.assert_allclose(actual.numpy(), norm(inputs @ kernel + 1.0 + residual).numpy(),
+                               rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
-def test_layer_norm_given_a_residual_normalizes_the_sum_in_training_and_inference(backend):
+@pytest.mark.parametrize("projection_class", [Dense, TransposedDense])
+def test_the_end_of_a_sublayer_normalizes_the_projection_plus_residual(backend, projection_class):
+  # `project_dropout_add_layer_norm` without dropout, in training and inference, on each
+  # backend: the bias and the residual are added where each backend fuses them.
   rng = np.random.default_rng(13)
-  inputs, residual = (tf.constant(rng.normal(size=(2, 3, 8)), tf.float32) for _ in range(2))
-  bias = tf.constant(rng.normal(size=8), tf.float32)
+  hidden, residual = (tf.constant(rng.normal(size=(2, 3, 8)), tf.float32) for _ in range(2))
+  projection = projection_class(8, kernels=backend)
+  projection.build(hidden.shape)
+  projection.set_weights([rng.normal(size=w.shape).astype("float32") for w in projection.weights])
   reference = keras.layers.LayerNormalization(epsilon=1e-12)
-  reference.build(inputs.shape)
-  with ops.use_kernels(backend):
-    layer = LayerNorm(epsilon=1e-12)
-  layer.build(inputs.shape)
-  layer.set_weights([rng.normal(size=8).astype("float32") for _ in range(2)])
-  reference.set_weights(layer.get_weights())
-  expected = reference(inputs + bias + residual).numpy()
+  reference.build(hidden.shape)
+  norm = LayerNorm(epsilon=1e-12, kernels=backend)
+  norm.build(hidden.shape)
+  norm.set_weights([rng.normal(size=8).astype("float32") for _ in range(2)])
+  reference.set_weights(norm.get_weights())
+  expected = reference(projection(hidden) + residual).numpy()
+  seam = ops.kernels(backend).project_dropout_add_layer_norm
   for training in (False, True):  # without dropout, training sums the same way
-    actual = layer(inputs, training=training, residual=residual, bias=bias)
+    actual = tf.function(seam, reduce_retracing=True)(
+        hidden, projection, residual, Dropout(0.0, kernels=backend), norm, training=training)
     np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", list(ops.BACKENDS))
 def test_transformer_block_adds_the_same_residuals_in_training_and_inference(backend):
-  # Inference passes each residual to the projection before it (fused there on cpu_onednn);
-  # training, without dropout, adds it after: the same function.
-  with ops.use_kernels(backend):
-    block = TransformerBlock(8, 2, 16)
+  # Inference adds each residual to the projection before it (fused there on cpu_onednn);
+  # training, without dropout, adds it with the bias after: the same function.
+  block = TransformerBlock(8, 2, 16, kernels=backend)
   rng = np.random.default_rng(4)
   inputs = tf.constant(rng.normal(size=(2, 5, 8)), tf.float32)
   block.build(inputs.shape)
@@ -549,10 +548,8 @@ def _features(batch=4, seq=12, predictions=3, seed=0):
 
 def _twins(build, backend):
   """The same model in float32 (stock kernels) and mixed bfloat16 (`backend`), same weights."""
-  with ops.use_kernels("stock"):
-    float32 = build("float32")
-  with ops.use_kernels(backend):
-    bfloat16 = build("mixed_bfloat16")
+  float32 = build("float32", "stock")
+  bfloat16 = build("mixed_bfloat16", backend)
   bfloat16.set_weights(float32.get_weights())
   return float32, bfloat16
 
@@ -564,7 +561,8 @@ def _relative_error(actual, expected):
 
 @pytest.mark.parametrize("backend", ["cpu_onednn", "stock"])
 def test_bfloat16_encoder_forward_is_float32_to_bfloat16_precision(backend):
-  float32, bfloat16 = _twins(lambda dtype: BertEncoder(CONFIG, dtype=dtype), backend)
+  float32, bfloat16 = _twins(
+      lambda dtype, kernels: BertEncoder(CONFIG, dtype=dtype, kernels=kernels), backend)
   features, _ = _features()
   del features["masked_lm_positions"]
   expected = float32(features)
@@ -597,13 +595,13 @@ def _train_step(model, loss_fn, features, labels):
 @pytest.mark.parametrize("task", ["classifier", "pretrainer"])
 def test_one_bfloat16_training_step_follows_float32(task):
   if task == "classifier":
-    def build(dtype):
-      return BertClassifier(CONFIG, num_classes=3, dtype=dtype)
+    def build(dtype, kernels):
+      return BertClassifier(CONFIG, num_classes=3, dtype=dtype, kernels=kernels)
     loss_fn = classification_loss(False)
   else:
-    def build(dtype):
-      return BertPretrainer(CONFIG, dtype=dtype)
-    loss_fn = pretraining_losses
+    def build(dtype, kernels):
+      return BertPretrainer(CONFIG, dtype=dtype, kernels=kernels)
+    loss_fn = functools.partial(pretraining_losses, kernels="cpu_onednn")
   float32, bfloat16 = _twins(build, "cpu_onednn")
   features, labels = _features()
   if task == "classifier":
@@ -629,7 +627,8 @@ def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
   features, labels = _features(batch=8)
   del features["masked_lm_positions"]
   with strategy.scope():
-    model = BertClassifier(CONFIG, num_classes=3)
+    model = BertClassifier(CONFIG, num_classes=3,
+                           kernels=engine.accelerator_choice(strategy).kernels)
     optimizer = create_optimizer("adamw", 3e-3, 30, 0, dtype="bfloat16")
   trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
                     model_dir=str(tmp_path), config=engine)
@@ -638,8 +637,8 @@ def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
   first = trainer.train(dataset_fn, 10)["loss"]
   last = trainer.train(dataset_fn, 30)["loss"]
   assert model.encoder.transformer_layers[0].intermediate.compute_dtype == "bfloat16"
+  assert ops.backends_of(model) == {"cpu_onednn"}
   assert np.isfinite(last) and last < 0.5 * first
-  ops.set_kernel_backend("cpu_xla")
 
 
 def _trained_weights(tmp_path, compile_update):
@@ -654,7 +653,7 @@ def _trained_weights(tmp_path, compile_update):
   del features["masked_lm_positions"]
   keras.utils.set_random_seed(0)
   with strategy.scope():
-    model = BertClassifier(CONFIG, num_classes=3)
+    model = BertClassifier(CONFIG, num_classes=3, kernels=choice.kernels)
     optimizer = create_optimizer("adamw", 1e-2, 30, 1)
   with mock.patch.object(EngineConfig, "accelerator_choice", return_value=dataclasses.replace(
       choice, compile_update=compile_update)):
@@ -663,7 +662,6 @@ def _trained_weights(tmp_path, compile_update):
   # The update is one XLA program when asked (`tf.function`'s own flag), else the step's graph.
   assert getattr(trainer._update, "_jit_compile", False) is compile_update
   logs = trainer.train(lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat(), 3)
-  ops.set_kernel_backend("cpu_xla")
   return logs, [v.numpy() for v in model.trainable_variables]
 
 

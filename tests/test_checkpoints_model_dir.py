@@ -115,8 +115,8 @@ def test_manifest_content(tmp_path, vocab_file):
   assert values == {"kind": "classifier", "labels": ["0", "1"], "is_regression": False,
                     "max_seq_length": 16, "do_lower_case": False,
                     "extra": {"task_name": "sst-2"},
-                    "model_config": {"num_classes": 2, "dropout_rate": 0.1, "name": "sst",
-                                     "trainable": True}}
+                    "model_config": {"kernels": "auto", "num_classes": 2, "dropout_rate": 0.1,
+                                     "name": "sst", "trainable": True}}
   assert (tmp_path / "vocab.txt").read_text() == "\n".join(VOCAB) + "\n"
   assert BertConfig.from_json_file(tmp_path / "bert_config.json") == CONFIG
 
@@ -144,7 +144,8 @@ def test_pretrained_folder_loads_as_encoder(tmp_path, vocab_file):
   loaded, info = load_model(tmp_path)
   assert isinstance(loaded, BertEncoder)
   assert info == ModelInfo(kind="encoder", config=CONFIG, vocab_file=str(tmp_path / "vocab.txt"),
-                           model_config={"name": encoder.name, "trainable": True})
+                           model_config={"kernels": "auto", "name": encoder.name,
+                                         "trainable": True})
   inputs = _inputs((1, 6))
   np.testing.assert_array_equal(_outputs(loaded, inputs)["pooled_output"],
                                 _outputs(encoder, inputs)["pooled_output"])

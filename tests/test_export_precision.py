@@ -234,8 +234,7 @@ def test_a_task_exports_in_the_dtype_it_trained_in(tmp_path, policy, stored):
     ("float32", INTEL_AMX, False, "cpu_onednn"),
     ("float32", AMD_ZEN4, True, "cpu_xla")])
 def test_the_served_model_is_built_on_the_chosen_kernels(dtype, cpu, jit_compile, kernels):
-  with ops.use_kernels("cpu_xla"):
-    model = BertClassifier(CONFIG, num_classes=2)
+  model = BertClassifier(CONFIG, num_classes=2, kernels="cpu_xla")
   expected = tf.nn.softmax(model(IDS)["logits"])
   with _on_cpu(cpu):
     served, served_jit_compile = saved_model._serving_model(model, dtype, None)

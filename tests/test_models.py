@@ -200,8 +200,7 @@ def test_mixed_precision_keeps_float32_weights_softmax_and_layer_norm(policy, ba
   previous = keras.config.dtype_policy()
   keras.config.set_dtype_policy(policy)
   try:
-    with kernel_ops.use_kernels(backend):
-      model = BertPretrainer(CONFIG)
+    model = BertPretrainer(CONFIG, kernels=backend)
     outputs = model(_pretrainer_inputs())
     encoded = model.encoder(_inputs())
   finally:

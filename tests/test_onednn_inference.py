@@ -80,15 +80,14 @@ def test_layer_norm_layer_is_keras_layer_normalization_on_every_backend(backend)
   reference = keras.layers.LayerNormalization(epsilon=EPSILON, beta_initializer="ones",
                                               gamma_initializer="random_normal")
   expected = reference(inputs)
-  with ops.use_kernels(backend):
-    layer = LayerNorm(epsilon=EPSILON)
+  layer = LayerNorm(epsilon=EPSILON, kernels=backend)
   layer.build(inputs.shape)
   layer.set_weights(reference.get_weights())
   assert [v.path.split("/")[-1] for v in layer.weights] == ["gamma", "beta"]
   np.testing.assert_allclose(layer(inputs).numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
   keras_layer = keras.layers.LayerNormalization(epsilon=EPSILON, name=layer.name)
   keras_layer.build(inputs.shape)
-  assert layer.get_config() == keras_layer.get_config()
+  assert layer.get_config() == dict(keras_layer.get_config(), kernels=backend)
   assert type(LayerNorm.from_config(layer.get_config())) is LayerNorm
 
 

@@ -32,28 +32,47 @@ def test_every_backend_defines_every_kernel():
       assert callable(getattr(module, name)), (module.__name__, name)
 
 
-def test_the_backend_is_chosen_once_and_auto_follows_the_device():
+def test_auto_follows_the_device_and_the_engine_hands_its_choice_to_the_models():
   assert ops.resolve_backend("auto", "CPU") == "cpu_xla"
   assert ops.resolve_backend("auto", "GPU") == ops.resolve_backend("auto", "TPU") == "stock"
   assert ops.resolve_backend("stock", "CPU") == "stock"
+  assert ops.kernels() is ops.kernels("auto") is cpu_xla  # this machine has no GPU
+  assert ops.kernels(stock) is stock and ops.choice_name(stock) == "stock"
   with pytest.raises(ValueError, match="kernels must be one of auto, stock, cpu_xla"):
     EngineConfig(kernels="fast")
-  with ops.use_kernels("cpu_xla"):
-    EngineConfig(kernels="stock").setup()
-    assert ops.kernel_backend() == "stock"
-    EngineConfig().setup()  # auto, on this machine's CPU
-    assert ops.kernel_backend() == "cpu_xla"
+  with pytest.raises(ValueError, match="kernels must be one of auto, stock, cpu_xla"):
+    Dropout(0.5, kernels="fast")
+  engine = EngineConfig(kernels="stock")
+  assert engine.accelerator_choice(engine.setup()).kernels == "stock"
+  engine = EngineConfig(enable_xla=False)  # auto, on this machine's CPU without XLA
+  assert engine.accelerator_choice(engine.setup()).kernels == "cpu_onednn"
+  # Setting up an engine leaves the kernels of new models alone.
+  assert BertPretrainer(tiny_bert_config(30, hidden_size=16)).kernels == "auto"
 
 
-def test_layers_keep_the_backend_they_were_constructed_with_and_do_not_save_it():
-  with ops.use_kernels("stock"):
-    layer = Dropout(0.5, seed=1)
-  with ops.use_kernels("cpu_xla"):
-    assert layer._kernels is stock and Dropout(0.5)._kernels is cpu_xla
-    assert get_activation("gelu_erf") is cpu_xla.gelu  # `gelu` is the original's tanh form
-    restored = Dropout.from_config(layer.get_config())
-  assert restored._kernels is cpu_xla
-  assert not [key for key in layer.get_config() if "kernel" in key or "backend" in key]
+def test_layers_keep_their_kernels_and_save_the_choice_in_their_config():
+  layer = Dropout(0.5, seed=1, kernels="stock")
+  assert layer._kernels is stock and Dropout(0.5)._kernels is cpu_xla
+  assert get_activation("gelu_erf", "cpu_xla") is cpu_xla.gelu
+  assert get_activation("gelu_erf", stock) is stock.gelu
+  assert get_activation("gelu") is get_activation("gelu", "cpu_onednn")  # one tanh form
+  assert layer.get_config()["kernels"] == "stock"
+  assert Dropout.from_config(layer.get_config())._kernels is stock
+  config = layer.get_config()
+  del config["kernels"]  # as written before the choice was the layer's
+  assert Dropout.from_config(config)._kernels is cpu_xla
+
+
+def test_two_models_in_one_process_keep_different_kernels():
+  config = tiny_bert_config(30, hidden_size=16)
+  first = BertPretrainer(config, kernels="cpu_onednn")
+  second = BertPretrainer(config, kernels="stock")
+  assert ops.backends_of(first) == {"cpu_onednn"} and ops.backends_of(second) == {"stock"}
+  restored = BertPretrainer.from_config(first.get_config())
+  assert restored.kernels == "cpu_onednn" and ops.backends_of(restored) == {"cpu_onednn"}
+  old = first.get_config()
+  del old["kernels"]  # a config written before the field
+  assert ops.backends_of(BertPretrainer.from_config(old)) == {"cpu_xla"}
 
 
 @pytest.mark.parametrize("mode", ["eager", "xla"])
@@ -94,9 +113,8 @@ def test_pretraining_metrics_count_correct_predictions_and_average_losses(backen
   outputs = {"mlm_logits": logits, "next_sentence_logits": np.array([[2.0, 1.0]], "float32")}
   labels = {"masked_lm_ids": np.array([[0, 1]]), "masked_lm_weights": np.array([[1.0, 1.0]]),
             "next_sentence_labels": np.array([[1]])}
-  with ops.use_kernels(backend):
-    metrics = {name: (float(total), float(count))
-               for name, (total, count) in pretraining_metrics(outputs, labels).items()}
+  metrics = {name: (float(total), float(count))
+             for name, (total, count) in pretraining_metrics(outputs, labels, backend).items()}
   assert metrics["masked_lm_accuracy"] == (1.0, 2.0)  # the first is right, the second is not
   np.testing.assert_allclose(metrics["masked_lm_loss"][0], -np.log(0.7) - np.log(0.3), rtol=1e-5)
   assert metrics["next_sentence_accuracy"] == (0.0, 1.0)
@@ -108,8 +126,7 @@ def test_tied_projection_gradients_match_automatic_differentiation(backend, mode
   vocab, hidden_size = 40, 16
   embedding = keras.layers.Embedding(vocab, hidden_size)
   embedding.build()
-  with ops.use_kernels(backend):
-    head = MaskedLMHead(vocab, hidden_size, embedding=embedding)
+  head = MaskedLMHead(vocab, hidden_size, embedding=embedding, kernels=backend)
   rng = np.random.default_rng(1)
   sequence = tf.constant(rng.normal(size=(2, 6, hidden_size)), tf.float32)
   positions = tf.constant([[1, 3, 5], [0, 2, 2]], tf.int32)
@@ -151,8 +168,7 @@ def test_exact_gelu_and_its_gradient_agree():
 
 
 def _dropout(backend, rate, seed):
-  with ops.use_kernels(backend):
-    return Dropout(rate, seed=seed)
+  return Dropout(rate, seed=seed, kernels=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -240,8 +256,7 @@ def test_random_words_number_positions_the_same_with_a_dynamic_shape():
 def test_transposed_dense_is_a_dense_layer_with_the_kernel_turned(backend, policy):
   rng = np.random.default_rng(2)
   inputs = tf.constant(rng.normal(size=(2, 3, 6)), tf.float32)
-  with ops.use_kernels(backend):
-    layer = TransposedDense(4, dtype=policy)
+  layer = TransposedDense(4, dtype=policy, kernels=backend)
   layer.build(inputs.shape)
   assert tuple(layer.kernel.shape) == (4, 6) and layer.kernel.dtype == "float32"
   layer.kernel.assign(rng.normal(size=(4, 6)).astype("float32"))
@@ -286,8 +301,7 @@ def test_a_pretraining_model_is_the_same_function_with_either_backend(mode):
   config = tiny_bert_config(60, hidden_size=32, max_position_embeddings=16, dropout=0.0)
   models = {}
   for backend in BACKENDS:
-    with ops.use_kernels(backend):
-      models[backend] = BertPretrainer(config)
+    models[backend] = BertPretrainer(config, kernels=backend)
   models["cpu_xla"].set_weights(models["stock"].get_weights())
   rng = np.random.default_rng(6)
   ids = rng.integers(5, 60, (3, 16)).astype("int32")
@@ -299,9 +313,9 @@ def test_a_pretraining_model_is_the_same_function_with_either_backend(mode):
   results = {}
   for backend, model in models.items():
     def step(features, model=model, backend=backend):
-      with ops.use_kernels(backend), tf.GradientTape() as tape:
+      with tf.GradientTape() as tape:
         outputs = model(features, training=True)
-        loss = pretraining_losses(outputs, labels)["loss"]
+        loss = pretraining_losses(outputs, labels, backend)["loss"]
       grads = tape.gradient(loss, model.trainable_variables)
       return outputs["mlm_logits"], loss, [tf.convert_to_tensor(g) for g in grads]
     results[backend] = _both_modes(step)[mode == "xla"](features)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import ops
 from official_bert.layers.activations import gelu_tanh
 from official_bert.layers.transformer_block import TransformerBlock
 from official_bert.ops import bfloat16_elementwise, cpu_onednn, cpu_xla, native, stock
@@ -29,10 +28,9 @@ FUSED_OPS = {"BiasGeluBfloat16", "DropoutAddLayerNormBfloat16", "MaskedSoftmaxDr
 
 @pytest.fixture(autouse=True)
 def restore_policy_and_kernels():
-  """The trainers below set both process-wide; the next test gets the defaults."""
+  """The trainers below set the dtype policy process-wide; the next test gets float32."""
   yield
   keras.mixed_precision.set_global_policy("float32")
-  ops.set_kernel_backend("cpu_xla")
 
 
 def _bfloat16(rng, shape, scale=1.0):

@@ -1,12 +1,14 @@
 """Low-precision weight copies: what the layers read, the gradients through them, and a bfloat16
 training step that reads them against one that casts, on a tiny pre-training model."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertConfig, BertPretrainer, ops
+from official_bert import BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import weight_copies
 from official_bert.training import EngineConfig, Trainer, create_optimizer
@@ -22,7 +24,6 @@ CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_atte
 def float32_policy():
   yield
   keras.mixed_precision.set_global_policy("float32")
-  ops.set_kernel_backend("cpu_xla")
 
 
 def test_read_casts_outside_a_reading_and_returns_the_copy_inside():
@@ -76,10 +77,12 @@ def _trainer(model_dir, with_copies=True):
   engine = EngineConfig(dtype="bfloat16", steps_per_loop=3, log_steps=3, seed=0)
   strategy = engine.setup()
   keras.utils.set_random_seed(0)
+  kernels = engine.accelerator_choice(strategy).kernels
   with strategy.scope():
-    model = BertPretrainer(CONFIG)
+    model = BertPretrainer(CONFIG, kernels=kernels)
     optimizer = create_optimizer("adamw", 1e-2, 30, 0, dtype="bfloat16")
-  trainer = Trainer(model, pretraining_losses, optimizer, strategy=strategy,
+  trainer = Trainer(model, functools.partial(pretraining_losses, kernels=kernels), optimizer,
+                    strategy=strategy,
                     model_dir=str(model_dir), config=engine)
   trainer._with_copies &= with_copies  # pylint: disable=protected-access
   return trainer

@@ -10,6 +10,7 @@ not import from each other or from `conftest.py`, which holds only fixtures and 
     run_model_saving_test(BertClassifier(config, num_classes=2), inputs, tmp_path)
 """
 
+import functools
 import json
 import os
 import pathlib
@@ -229,14 +230,17 @@ def make_trainer(model_dir, config, engine, learning_rate=1e-3, num_steps=100, w
                  initial_weights=None, optimizer=None, **kwargs):
   """A `Trainer` of a `BertPretrainer(config)` under `engine`'s strategy, writing to `model_dir`."""
   strategy = engine.setup()
+  kernels = engine.accelerator_choice(strategy).kernels
   with strategy.scope():
-    model = BertPretrainer(config)
+    model = BertPretrainer(config, kernels=kernels)
     if initial_weights is not None:
       model.set_weights(initial_weights)
     optimizer = optimizer or create_optimizer(engine.optimizer_type, learning_rate, num_steps,
                                               warmup, dtype=engine.dtype)
-  return Trainer(model, pretraining_losses, optimizer, strategy=strategy,
-                 model_dir=str(model_dir), config=engine, metrics_fn=pretraining_metrics,
+  return Trainer(model, functools.partial(pretraining_losses, kernels=kernels), optimizer,
+                 strategy=strategy,
+                 model_dir=str(model_dir), config=engine,
+                 metrics_fn=functools.partial(pretraining_metrics, kernels=kernels),
                  **kwargs)
 
 

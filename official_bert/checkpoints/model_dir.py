@@ -17,7 +17,9 @@ script's `--init_checkpoint`, `load_encoder` and `export_saved_model.py` read it
                     `pretrainer`, `classifier`, `span_labeler`, `multiple_choice`,
                     `token_classifier`
     model_config    the class's Keras config (`get_config()`) without the BERT config, which is
-                    `bert_config.json`, and without the dtype policy, which the reader chooses
+                    `bert_config.json`, and without the dtype policy, which the reader chooses;
+                    its `kernels` (`official_bert.ops`) is absent from folders of earlier
+                    versions, which then load with `auto`
     do_lower_case   whether the text was lower-cased; null when unknown (a converted checkpoint)
     max_seq_length  the sequence length of training; null when unknown
     labels          label names by class id, or null
@@ -99,10 +101,12 @@ class ModelInfo:
             "labels": None if self.labels is None else list(self.labels),
             "is_regression": self.is_regression, "extra": dict(self.extra)}
 
-  def build_model(self, dtype=None):
-    """A new model of this kind and config (fresh weights), under `dtype` or the global policy."""
+  def build_model(self, dtype=None, kernels=None):
+    """A new model of this kind and config (fresh weights), under `dtype` or the global policy,
+    on `kernels` (`official_bert.ops.CHOICES`) or those of `model_config`."""
+    overrides = {} if kernels is None else {"kernels": kernels}
     return registry.model_class(self.kind).from_config(
-        {**self.model_config, "config": self.config.to_dict(), "dtype": dtype})
+        {**self.model_config, "config": self.config.to_dict(), "dtype": dtype, **overrides})
 
 
 def is_model_dir(path):

@@ -23,8 +23,6 @@ Example:
 False
 """
 
-import contextlib
-
 import keras
 
 from official_bert import ops
@@ -91,8 +89,8 @@ def with_dtype(model, dtype, kernels=None):
   Args:
     model: an instance of a registered model class (a task model or a `BertEncoder`).
     dtype: `float32`, `bfloat16`, or None for `model`'s own policy.
-    kernels: the kernel backend (`official_bert.ops.BACKENDS`) the result is built on, or None
-      for any.
+    kernels: the kernels (`official_bert.ops.BACKENDS`) the result is built on, or None for
+      any.
 
   Returns:
     `model` when it already has policy `dtype` and was built on `kernels`, else a new model of
@@ -104,8 +102,7 @@ def with_dtype(model, dtype, kernels=None):
   policy = dtype or model.dtype_policy.name
   if policy == model.dtype_policy.name and (kernels is None or ops.backends_of(model) <= {kernels}):
     return model
-  with ops.use_kernels(kernels) if kernels else contextlib.nullcontext():
-    copy = model_info(model).build_model(policy)
+  copy = model_info(model).build_model(policy, kernels=kernels)
   weights = model.get_weights()
   if len(copy.weights) != len(weights):
     raise ValueError(f"The {policy} copy of {model.name} has {len(copy.weights)} weights, the "

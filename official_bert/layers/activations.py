@@ -9,11 +9,10 @@ bare `gelu` as the original did (tanh): `BertConfig` and every `bert_config.json
 original, and only the Hugging Face reader (`checkpoints/huggingface.py`) translates its own names.
 """
 
-import math
-
 import keras
 
 from official_bert import ops
+from official_bert.ops.stock import gelu_tanh
 
 GELU_TANH = "gelu_tanh"
 GELU_ERF = "gelu_erf"
@@ -21,16 +20,8 @@ GELU_ERF = "gelu_erf"
 # The names the original's `modeling.get_activation` knows.
 ORIGINAL_NAMES = ("gelu", "relu", "tanh", "linear")
 
-_SQRT_TWO_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-def gelu_tanh(x):
-  """The original BERT's GELU, `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`."""
-  # `x * x * x` rather than a power: one fused multiply chain, and no `pow` kernel.
-  return 0.5 * x * (1.0 + keras.ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
-
-
-# The exact GELU is a kernel of the backend (`ops.kernels().gelu`), looked up when asked for.
+# The exact GELU is a kernel of each backend (`ops.kernels(choice).gelu`), looked up when asked
+# for; the tanh form is one function everywhere (`gelu_tanh`, defined beside the kernels).
 _FUNCTIONS = {
     GELU_TANH: gelu_tanh,
     GELU_ERF: None,
@@ -89,14 +80,16 @@ def original_activation_name(name):
   return "gelu" if canonical == GELU_TANH else canonical
 
 
-def get_activation(name):
+def get_activation(name, kernels="auto"):
   """Returns the activation function called `name` in a BERT config.
-
-  The exact GELU is the current kernel backend's form (see `official_bert.ops`); call this when
-  the layer that uses the activation is constructed.
 
   Args:
     name: any name `canonical_activation` accepts; `gelu` is the tanh form, as in the original.
+    kernels: the kernels (`official_bert.ops.CHOICES`, or a backend's module) whose form of the
+      exact GELU `gelu_erf` is.
+
+  >>> get_activation("gelu") is gelu_tanh
+  True
   """
   canonical = canonical_activation(name)
-  return ops.kernels().gelu if canonical == GELU_ERF else _FUNCTIONS[canonical]
+  return ops.kernels(kernels).gelu if canonical == GELU_ERF else _FUNCTIONS[canonical]

@@ -14,14 +14,14 @@ class SelfAttention(keras.layers.Layer):
   Queries, keys and values come from one fused projection (`qkv`, kernel `[hidden, 3 * hidden]`,
   the three blocks in that order), which is one large matrix product instead of three small ones.
   Scores and softmax run in float32 whatever the compute dtype, except in inference on the
-  `cpu_onednn` kernels (`official_bert.ops.cpu_onednn.attention`), the backend current when
-  the layer is constructed.
+  `cpu_onednn` kernels (`official_bert.ops.cpu_onednn.attention`).
 
   Args:
     hidden_size: width of the inputs and outputs.
     num_heads: number of attention heads; must divide `hidden_size`.
     dropout_rate: dropout on the attention probabilities.
     initializer_range: standard deviation of the truncated-normal kernel initializer.
+    kernels: the kernels it computes with (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Layer`.
 
   Call args:
@@ -29,7 +29,7 @@ class SelfAttention(keras.layers.Layer):
     mask: `[batch, seq]`, 1 for real tokens and 0 for padding.
 
   Returns:
-    `[batch, seq, hidden]`, before the output projection's residual and layer norm.
+    `[batch, seq, hidden]`: `output_dense(attend(inputs, mask))`.
 
   Example:
 
@@ -38,7 +38,8 @@ class SelfAttention(keras.layers.Layer):
   (2, 5, 8)
   """
 
-  def __init__(self, hidden_size, num_heads, dropout_rate=0.0, initializer_range=0.02, **kwargs):
+  def __init__(self, hidden_size, num_heads, dropout_rate=0.0, initializer_range=0.02,
+               kernels="auto", **kwargs):
     super().__init__(**kwargs)
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size={hidden_size} is not a multiple of num_heads={num_heads}.")
@@ -46,25 +47,28 @@ class SelfAttention(keras.layers.Layer):
     self.num_heads = num_heads
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
+    self.kernels = kernel_ops.choice_name(kernels)
+    self._kernels = kernel_ops.kernels(kernels)
     initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-    self.qkv = Dense(3 * hidden_size, kernel_initializer=initializer,
-                                  dtype=self.dtype_policy, name="qkv")
-    self.output_dense = Dense(hidden_size, kernel_initializer=initializer,
+    self.qkv = Dense(3 * hidden_size, kernel_initializer=initializer, kernels=self._kernels,
+                     dtype=self.dtype_policy, name="qkv")
+    self.output_dense = Dense(hidden_size, kernel_initializer=initializer, kernels=self._kernels,
                               dtype=self.dtype_policy, name="output_dense")
-    self.probs_dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="probs_dropout")
-    self._kernels = kernel_ops.kernels()
+    self.probs_dropout = Dropout(dropout_rate, kernels=self._kernels, dtype=self.dtype_policy,
+                                 name="probs_dropout")
 
   def build(self, inputs_shape, mask_shape=None):
     self.qkv.build(inputs_shape)
     self.output_dense.build(inputs_shape)
 
-  def call(self, inputs, mask, training=None, residual=None, with_bias=True):
-    """The attention output for `inputs`, plus `residual` (of the inputs' shape) if given;
-    without `with_bias`, without the output projection's bias (`output_dense.bias`), for a
-    caller that adds it in a fused pass of its own."""
-    context = self._kernels.attention(self.qkv(inputs), mask, self.num_heads, self.probs_dropout,
-                                      training=training)
-    return self.output_dense(context, residual=residual, with_bias=with_bias)
+  def call(self, inputs, mask, training=None):
+    return self.output_dense(self.attend(inputs, mask, training=training))
+
+  def attend(self, inputs, mask, training=None):
+    """The heads' contexts side by side, `[batch, seq, hidden]`, before `output_dense` (which a
+    transformer block may fuse with what follows it)."""
+    return self._kernels.attention(self.qkv(inputs), mask, self.num_heads, self.probs_dropout,
+                                   training=training)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape
@@ -72,6 +76,6 @@ class SelfAttention(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
-                  dropout_rate=self.dropout_rate,
-                  initializer_range=self.initializer_range)
+                  dropout_rate=self.dropout_rate, initializer_range=self.initializer_range,
+                  kernels=self.kernels)
     return config

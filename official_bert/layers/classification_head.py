@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from official_bert import ops as kernel_ops
 from official_bert.layers.dropout import Dropout
 
 
@@ -19,6 +20,7 @@ class ClassificationHead(keras.layers.Layer):
     num_classes: number of logits per input vector.
     dropout_rate: dropout before the projection.
     initializer_range: standard deviation of the truncated-normal kernel initializer.
+    kernels: the kernels of its dropout (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Layer`.
 
   Example:
@@ -28,12 +30,15 @@ class ClassificationHead(keras.layers.Layer):
   (2, 3)
   """
 
-  def __init__(self, num_classes, dropout_rate=0.0, initializer_range=0.02, **kwargs):
+  def __init__(self, num_classes, dropout_rate=0.0, initializer_range=0.02, kernels="auto",
+               **kwargs):
     super().__init__(**kwargs)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+    self.kernels = kernel_ops.choice_name(kernels)
+    self.dropout = Dropout(dropout_rate, kernels=kernels, dtype=self.dtype_policy,
+                           name="dropout")
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=keras.initializers.TruncatedNormal(
             stddev=initializer_range), dtype=self.dtype_policy, name="dense")
@@ -50,7 +55,7 @@ class ClassificationHead(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
-                  initializer_range=self.initializer_range)
+                  initializer_range=self.initializer_range, kernels=self.kernels)
     return config
 
 

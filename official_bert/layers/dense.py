@@ -1,4 +1,4 @@
-"""`keras.layers.Dense` whose product goes through the kernel backend's `dense`."""
+"""`keras.layers.Dense` whose product goes through the kernels' `dense`."""
 
 import keras
 
@@ -8,16 +8,16 @@ from official_bert.ops import weight_copies
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class Dense(keras.layers.Dense):
-  """`keras.layers.Dense` (same weights, names and config) computed by `ops.kernels().dense`.
+  """`keras.layers.Dense` (same weights, names and config) computed by its kernels' `dense`.
 
-  The `stock` and `cpu_xla` backends compute what Keras does; `cpu_onednn` writes the product
+  The `stock` and `cpu_xla` kernels compute what Keras does; `cpu_onednn` writes the product
   over a 2-D view of the inputs with an explicit bias add, the form TensorFlow's graph optimizer
   fuses with the activation into one oneDNN kernel (see `official_bert.ops.cpu_onednn.dense`).
-  The backend is the one current when the layer is constructed. Quantized layers run Keras' own
-  quantized product.
+  Layers with LoRA and quantized layers run Keras' own product.
 
   Args:
     units: the output width.
+    kernels: the kernels it computes with (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Dense` (`activation`, `kernel_initializer`, ...).
 
   Example:
@@ -27,22 +27,21 @@ class Dense(keras.layers.Dense):
   (2, 4, 3)
   """
 
-  def __init__(self, units, **kwargs):
-    super().__init__(units, **kwargs)
-    self._kernels = kernel_ops.kernels()
+  # The kernel is stored `[input_dim, units]`, as Keras' (`TransposedDense` keeps it the other
+  # way round); a fused kernel that reads it directly looks here.
+  transposed_kernel = False
 
-  def call(self, inputs, training=None, residual=None, with_bias=True):
-    """The projection of `inputs`, plus `residual` (of the outputs' shape) if given; without
-    `with_bias`, the product alone (for a layer without an activation), for a caller that adds
-    the bias in a fused pass of its own."""
-    if not with_bias and self.activation not in (None, keras.activations.linear):
-      raise ValueError(f"{self.name} has an activation, so it cannot leave its bias to the "
-                       "caller.")
+  def __init__(self, units, kernels="auto", **kwargs):
+    super().__init__(units, **kwargs)
+    self.kernels = kernel_ops.choice_name(kernels)
+    self._kernels = kernel_ops.kernels(kernels)
+
+  def call(self, inputs, training=None):
     if self.lora_enabled or self.bias is None:
-      # `self.kernel` includes the LoRA update.
-      outputs = (super().call(inputs, training=training) if with_bias
-                 else keras.ops.matmul(inputs, self.kernel))
-      return outputs if residual is None else outputs + residual
-    bias = weight_copies.read(self.bias, self.compute_dtype) if with_bias else None
-    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype), bias,
-                               self.activation, training=bool(training), residual=residual)
+      return super().call(inputs, training=training)  # `self.kernel` includes the LoRA update
+    return self._kernels.dense(inputs, weight_copies.read(self.kernel, self.compute_dtype),
+                               weight_copies.read(self.bias, self.compute_dtype),
+                               self.activation, training=bool(training))
+
+  def get_config(self):
+    return dict(super().get_config(), kernels=self.kernels)

@@ -1,4 +1,4 @@
-"""Dropout through the kernel backend, with a different mask on each replica."""
+"""Dropout through the layer's kernels, with a different mask on each replica."""
 
 import keras
 import tensorflow as tf
@@ -12,17 +12,18 @@ _REPLICA_STRIDE = 0x9E3779B97F4A7C15 - 2**64
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class Dropout(keras.layers.Dropout):
-  """`keras.layers.Dropout` whose masks come from the kernel backend's `dropout`.
+  """`keras.layers.Dropout` whose masks come from its kernels' `dropout`.
 
   The seeds (the layer's `SeedGenerator`, saved with the trainer's checkpoints), the rate and the
-  scaling are Keras'. Two things differ: the mask is drawn by `ops.kernels().dropout` of the
-  backend current when the layer is constructed (the `stock` form is Keras' own; `cpu_xla` hashes
-  each element's position, see `official_bert.ops.cpu_xla.dropout`), and the seed is offset by
-  the replica's index under a `tf.distribute` strategy, whose replicas share the mirrored seed
-  state and would otherwise drop the same positions of their own batches.
+  scaling are Keras'. Two things differ: the mask is drawn by the kernels' `dropout` (the
+  `stock` form is TensorFlow's stateless dropout; `cpu_xla` hashes each element's position, see
+  `official_bert.ops.cpu_xla.dropout`), and the seed is offset by the replica's index under a
+  `tf.distribute` strategy, whose replicas share the mirrored seed state and would otherwise
+  drop the same positions of their own batches.
 
   Args:
     rate: fraction of the inputs to drop.
+    kernels: the kernels it computes with (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Dropout`.
 
   Example:
@@ -33,9 +34,10 @@ class Dropout(keras.layers.Dropout):
   [0.0, 2.0]
   """
 
-  def __init__(self, rate, **kwargs):
+  def __init__(self, rate, kernels="auto", **kwargs):
     super().__init__(rate, **kwargs)
-    self._kernels = ops.kernels()
+    self.kernels = ops.choice_name(kernels)
+    self._kernels = ops.kernels(kernels)
 
   def call(self, inputs, training=False):
     if not training or self.rate == 0 or self.noise_shape is not None:
@@ -46,6 +48,9 @@ class Dropout(keras.layers.Dropout):
     """The int32 `[2]` seed of this layer's next mask on this replica (advancing the layer's
     generator), for kernels that apply the dropout inside a larger fused pass."""
     return _replica_seed(self.seed_generator.next())
+
+  def get_config(self):
+    return dict(super().get_config(), kernels=self.kernels)
 
 
 def _replica_seed(state):

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from official_bert import ops as kernel_ops
 from official_bert.layers.dropout import Dropout
 from official_bert.layers.layer_norm import LayerNorm
 
@@ -20,6 +21,7 @@ class BertEmbeddings(keras.layers.Layer):
     type_vocab_size: rows of the segment table.
     dropout_rate: dropout after the layer norm.
     initializer_range: standard deviation of the truncated-normal initializer.
+    kernels: the kernels it computes with (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Layer`.
 
   Call args:
@@ -38,7 +40,7 @@ class BertEmbeddings(keras.layers.Layer):
   """
 
   def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
-               dropout_rate=0.0, initializer_range=0.02, **kwargs):
+               dropout_rate=0.0, initializer_range=0.02, kernels="auto", **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
@@ -46,6 +48,8 @@ class BertEmbeddings(keras.layers.Layer):
     self.type_vocab_size = type_vocab_size
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
+    self.kernels = kernel_ops.choice_name(kernels)
+    kernels = kernel_ops.kernels(kernels)
     initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
     self.word_embeddings = keras.layers.Embedding(
         vocab_size, hidden_size, embeddings_initializer=initializer, dtype=self.dtype_policy,
@@ -58,8 +62,9 @@ class BertEmbeddings(keras.layers.Layer):
         name="token_type_embeddings")
     # Layer norm statistics in float32 keep mixed-precision training stable.
     self.layer_norm = LayerNorm(
-        epsilon=LAYER_NORM_EPSILON, dtype="float32", name="layer_norm")
-    self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        epsilon=LAYER_NORM_EPSILON, kernels=kernels, dtype="float32", name="layer_norm")
+    self.dropout = Dropout(dropout_rate, kernels=kernels, dtype=self.dtype_policy,
+                           name="dropout")
 
   def build(self, word_ids_shape, type_ids_shape=None):
     self.word_embeddings.build(word_ids_shape)
@@ -83,5 +88,5 @@ class BertEmbeddings(keras.layers.Layer):
     config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
                   max_position_embeddings=self.max_position_embeddings,
                   type_vocab_size=self.type_vocab_size, dropout_rate=self.dropout_rate,
-                  initializer_range=self.initializer_range)
+                  initializer_range=self.initializer_range, kernels=self.kernels)
     return config

@@ -18,8 +18,7 @@ class MaskedLMHead(keras.layers.Layer):
   BERT ties the projection to the word-embedding table: pass the encoder's word `embedding` layer
   and the head multiplies by its transposed table. Without one, the head owns an untied
   `[hidden, vocab]` kernel. The tie is not part of `get_config`; the model that owns both layers
-  restores it. The tied product is the kernel backend's `project_onto_table` (see
-  `official_bert.ops`), taken when the layer is constructed.
+  restores it. The tied product is the kernels' `project_onto_table` (see `official_bert.ops`).
 
   Args:
     vocab_size: number of output classes (tokens).
@@ -28,6 +27,7 @@ class MaskedLMHead(keras.layers.Layer):
       `gelu_tanh`, which a bare `gelu` also names).
     initializer_range: standard deviation of the truncated-normal kernel initializer.
     embedding: optional `keras.layers.Embedding` whose table the output projection shares.
+    kernels: the kernels it computes with (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Layer`.
 
   Call args:
@@ -45,7 +45,7 @@ class MaskedLMHead(keras.layers.Layer):
   """
 
   def __init__(self, vocab_size, hidden_size, activation="gelu_tanh", initializer_range=0.02,
-               embedding=None, **kwargs):
+               embedding=None, kernels="auto", **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
@@ -53,10 +53,11 @@ class MaskedLMHead(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.embedding = embedding
     self._initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-    self._kernels = kernel_ops.kernels()
-    self.transform = Dense(hidden_size, activation=get_activation(activation),
-                           kernel_initializer=self._initializer, dtype=self.dtype_policy,
-                           name="transform")
+    self.kernels = kernel_ops.choice_name(kernels)
+    self._kernels = kernel_ops.kernels(kernels)
+    self.transform = Dense(hidden_size, activation=get_activation(activation, self._kernels),
+                           kernel_initializer=self._initializer, kernels=self._kernels,
+                           dtype=self.dtype_policy, name="transform")
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=LAYER_NORM_EPSILON, dtype="float32", name="layer_norm")
 
@@ -90,6 +91,7 @@ class MaskedLMHead(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                  activation=self.activation, initializer_range=self.initializer_range)
+                  activation=self.activation, initializer_range=self.initializer_range,
+                  kernels=self.kernels)
     return config
 

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from official_bert import ops as kernel_ops
 from official_bert.layers.activations import canonical_activation, get_activation
 from official_bert.layers.attention import SelfAttention
 from official_bert.layers.dense import Dense
@@ -10,12 +11,15 @@ from official_bert.layers.dropout import Dropout
 from official_bert.layers.embeddings import LAYER_NORM_EPSILON
 from official_bert.layers.layer_norm import LayerNorm
 from official_bert.layers.transposed_dense import TransposedDense
-from official_bert.ops import weight_copies
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class TransformerBlock(keras.layers.Layer):
   """`LayerNorm(x + Attention(x))`, then `LayerNorm(h + FeedForward(h))`, as in BERT.
+
+  Each sublayer ends in its kernels' `project_dropout_add_layer_norm`: the sublayer's last
+  projection, its dropout, the residual sum and the layer norm, which the CPU kernels fuse
+  (`official_bert.ops`).
 
   Args:
     hidden_size: width of inputs and outputs.
@@ -26,6 +30,7 @@ class TransformerBlock(keras.layers.Layer):
     dropout_rate: dropout on the attention output and the feed-forward output.
     attention_dropout_rate: dropout on the attention probabilities.
     initializer_range: standard deviation of the truncated-normal kernel initializer.
+    kernels: the kernels it computes with (`official_bert.ops.CHOICES`, or a backend's module).
     **kwargs: passed to `keras.layers.Layer`.
 
   Call args:
@@ -43,7 +48,8 @@ class TransformerBlock(keras.layers.Layer):
   """
 
   def __init__(self, hidden_size, num_heads, intermediate_size, activation="gelu_tanh",
-               dropout_rate=0.0, attention_dropout_rate=0.0, initializer_range=0.02, **kwargs):
+               dropout_rate=0.0, attention_dropout_rate=0.0, initializer_range=0.02,
+               kernels="auto", **kwargs):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_heads = num_heads
@@ -52,22 +58,30 @@ class TransformerBlock(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.initializer_range = initializer_range
+    self.kernels = kernel_ops.choice_name(kernels)
+    self._kernels = kernel_ops.kernels(kernels)
+    # The fused ends of the sublayers read the layer norms' float32 weights as they are (an
+    # autocast scope would round them to the compute dtype); the sublayers cast their own.
+    self.autocast = False
     initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-    policy = self.dtype_policy
+    policy, kernels = self.dtype_policy, self._kernels
     self.attention = SelfAttention(hidden_size, num_heads, attention_dropout_rate,
-                                   initializer_range, dtype=policy, name="attention")
-    self.attention_dropout = Dropout(dropout_rate, dtype=policy, name="attention_dropout")
+                                   initializer_range, kernels=kernels, dtype=policy,
+                                   name="attention")
+    self.attention_dropout = Dropout(dropout_rate, kernels=kernels, dtype=policy,
+                                     name="attention_dropout")
     # Layer norms in float32 keep mixed-precision training stable.
     self.attention_layer_norm = LayerNorm(
-        epsilon=LAYER_NORM_EPSILON, dtype="float32", name="attention_layer_norm")
+        epsilon=LAYER_NORM_EPSILON, kernels=kernels, dtype="float32", name="attention_layer_norm")
     self.intermediate = Dense(
-        intermediate_size, activation=get_activation(activation), kernel_initializer=initializer,
-        dtype=policy, name="intermediate")
+        intermediate_size, activation=get_activation(activation, kernels),
+        kernel_initializer=initializer, kernels=kernels, dtype=policy, name="intermediate")
     self.output_dense = TransposedDense(hidden_size, kernel_initializer=initializer,
-                                        dtype=policy, name="output_dense")
-    self.output_dropout = Dropout(dropout_rate, dtype=policy, name="output_dropout")
+                                        kernels=kernels, dtype=policy, name="output_dense")
+    self.output_dropout = Dropout(dropout_rate, kernels=kernels, dtype=policy,
+                                  name="output_dropout")
     self.output_layer_norm = LayerNorm(
-        epsilon=LAYER_NORM_EPSILON, dtype="float32", name="output_layer_norm")
+        epsilon=LAYER_NORM_EPSILON, kernels=kernels, dtype="float32", name="output_layer_norm")
 
   def build(self, inputs_shape, mask_shape=None):
     inputs_shape = tuple(inputs_shape)
@@ -78,30 +92,15 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build(inputs_shape)
 
   def call(self, inputs, mask, training=None):
-    inputs = ops.cast(inputs, self.compute_dtype)
-    if training:
-      # Each sublayer's output bias is added in the fused pass that ends the sublayer.
-      hidden = self._dropout_add_normalize(
-          self.attention(inputs, mask, training=True, with_bias=False), inputs,
-          self.attention_dropout, self.attention_layer_norm, self.attention.output_dense.bias)
-      return self._dropout_add_normalize(
-          self.output_dense(self.intermediate(hidden), with_bias=False), hidden,
-          self.output_dropout, self.output_layer_norm, self.output_dense.bias)
-    # Without dropout, each residual connection is added by the projection before it, which
-    # the `cpu_onednn` kernels fuse into the product.
-    attended = self.attention(inputs, mask, training=False, residual=inputs)
-    hidden = ops.cast(self.attention_layer_norm(attended), self.compute_dtype)
-    transformed = self.output_dense(self.intermediate(hidden), residual=hidden)
-    return ops.cast(self.output_layer_norm(transformed), self.compute_dtype)
-
-  def _dropout_add_normalize(self, outputs, residual, dropout, layer_norm, bias):
-    """`layer_norm(residual + dropout(outputs + bias))` in training, by the layer norm as one
-    kernel (one fused pass on the `cpu_onednn` kernels in bfloat16)."""
-    seed = dropout.next_seed() if dropout.rate else None
-    return ops.cast(layer_norm(outputs, training=True, residual=residual,
-                               dropout_rate=dropout.rate, seed=seed,
-                               bias=weight_copies.read(bias, self.compute_dtype)),
-                    self.compute_dtype)
+    x = ops.cast(inputs, self.compute_dtype)
+    # x = norm(x + dropout(attention(x))), attention ending in its output projection.
+    x = self._kernels.project_dropout_add_layer_norm(
+        self.attention.attend(x, mask, training=training), self.attention.output_dense, x,
+        self.attention_dropout, self.attention_layer_norm, training=training)
+    # x = norm(x + dropout(ffn(x))), ffn ending in its output projection.
+    return self._kernels.project_dropout_add_layer_norm(
+        self.intermediate(x, training=training), self.output_dense, x, self.output_dropout,
+        self.output_layer_norm, training=training)
 
   def compute_output_shape(self, inputs_shape, mask_shape=None):
     return inputs_shape
@@ -112,5 +111,5 @@ class TransformerBlock(keras.layers.Layer):
                   intermediate_size=self.intermediate_size, activation=self.activation,
                   dropout_rate=self.dropout_rate,
                   attention_dropout_rate=self.attention_dropout_rate,
-                  initializer_range=self.initializer_range)
+                  initializer_range=self.initializer_range, kernels=self.kernels)
     return config

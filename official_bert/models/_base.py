@@ -19,7 +19,7 @@ def _deserialize(part):
   return keras.saving.deserialize_keras_object(part) if isinstance(part, dict) else part
 
 
-def resolve_encoder(config, encoder, dtype):
+def resolve_encoder(config, encoder, dtype, kernels="auto"):
   """Returns `(config, encoder)`: the given encoder network after checking it, or a new one.
 
   Args:
@@ -27,11 +27,12 @@ def resolve_encoder(config, encoder, dtype):
     encoder: None (build a `BertEncoder` of `config`), an encoder network (a `BertEncoder` must
       have been built from `config`), or a serialised one from a model config.
     dtype: the dtype policy of a newly built encoder.
+    kernels: the kernels of a newly built encoder (`official_bert.ops.CHOICES`).
   """
   if isinstance(config, dict):
     config = BertConfig.from_dict(config)
   if encoder is None:
-    return config, BertEncoder(config, dtype=dtype, name="encoder")
+    return config, BertEncoder(config, dtype=dtype, kernels=kernels, name="encoder")
   encoder = _deserialize(encoder)
   if not isinstance(encoder, keras.layers.Layer):
     raise TypeError(f"encoder must be a Keras layer or model (an encoder network), got "
@@ -72,14 +73,15 @@ def task_config(model, head=None, **task_fields):
   """The `get_config` of a task model.
 
   Args:
-    model: the task model, with `config`, `encoder` and its dtype policy.
+    model: the task model, with `config`, `kernels`, `encoder` and its dtype policy.
     head: the head layer when it was given (not the stock one): serialised into the config.
     **task_fields: the model's own arguments (`num_classes`, ...).
 
   Returns:
-    The BERT config, the task's fields, a custom encoder and head, name, trainable and dtype.
+    The BERT config, the kernels, the task's fields, a custom encoder and head, name, trainable
+    and dtype.
   """
-  config = {"config": model.config.to_dict(), **task_fields}
+  config = {"config": model.config.to_dict(), "kernels": model.kernels, **task_fields}
   if not isinstance(model.encoder, BertEncoder):
     config["encoder"] = keras.saving.serialize_keras_object(model.encoder)
   if head is not None:

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from official_bert import ops as kernel_ops
 from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
@@ -42,6 +43,8 @@ class BertMultipleChoice(keras.Model):
     head: optional Keras layer mapping each choice's pooled output to one score `[..., 1]`;
       by default dropout and one dense unit (`ClassificationHead`).
     dtype: optional dtype policy for the head and a newly built encoder.
+    kernels: the kernels of the heads and a newly built encoder (`official_bert.ops.CHOICES`;
+      see `BertEncoder`).
     **kwargs: passed to `keras.Model`.
 
   Inputs: the encoder's three names, each int32 `[batch, num_choices, seq]`.
@@ -62,8 +65,8 @@ class BertMultipleChoice(keras.Model):
   """
 
   def __init__(self, config, num_choices, dropout_rate=None, encoder=None, head=None, dtype=None,
-               **kwargs):
-    config, encoder = resolve_encoder(config, encoder, dtype)
+               kernels="auto", **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype, kernels)
     if dropout_rate is None:
       dropout_rate = config.hidden_dropout_prob
 
@@ -71,7 +74,7 @@ class BertMultipleChoice(keras.Model):
     self.encoder = encoder
     self.merge_choices = MergeChoices(name="merge_choices")
     self.scorer = resolve_head(head, lambda: ClassificationHead(
-        1, dropout_rate, config.initializer_range, dtype=dtype, name="scorer"))
+        1, dropout_rate, config.initializer_range, kernels=kernels, dtype=dtype, name="scorer"))
 
     # === Functional Model ===
     inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
@@ -86,6 +89,7 @@ class BertMultipleChoice(keras.Model):
 
     # === Config ===
     self.config = config
+    self.kernels = kernel_ops.choice_name(kernels)
     self.num_choices = num_choices
     self.dropout_rate = dropout_rate
     self._custom_head = head is not None

@@ -2,6 +2,7 @@
 
 import keras
 
+from official_bert import ops as kernel_ops
 from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.layers.masked_lm import MaskedLMHead
@@ -21,6 +22,8 @@ class BertPretrainer(keras.Model):
       `pooled_output`; the MLM projection shares its `word_embeddings` layer when it has one
       and has a kernel of its own otherwise.
     dtype: optional dtype policy for the heads and a newly built encoder.
+    kernels: the kernels of the heads and a newly built encoder (`official_bert.ops.CHOICES`;
+      see `BertEncoder`).
     **kwargs: passed to `keras.Model`.
 
   Inputs: the encoder's dict (`input_word_ids`, `input_mask`, `input_type_ids`) plus
@@ -45,17 +48,19 @@ class BertPretrainer(keras.Model):
   ((1, 1, 50), (1, 2))
   """
 
-  def __init__(self, config, encoder=None, dtype=None, **kwargs):
-    config, encoder = resolve_encoder(config, encoder, dtype)
+  def __init__(self, config, encoder=None, dtype=None, kernels="auto", **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype, kernels)
 
     # === Layers ===
     self.encoder = encoder
     self.masked_lm = MaskedLMHead(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size,
         activation=config.hidden_act, initializer_range=config.initializer_range,
-        embedding=getattr(encoder, "word_embeddings", None), dtype=dtype, name="masked_lm")
+        embedding=getattr(encoder, "word_embeddings", None), kernels=kernels, dtype=dtype,
+        name="masked_lm")
     self.next_sentence = ClassificationHead(
-        2, initializer_range=config.initializer_range, dtype=dtype, name="next_sentence")
+        2, initializer_range=config.initializer_range, kernels=kernels, dtype=dtype,
+        name="next_sentence")
 
     # === Functional Model ===
     inputs = encoder_inputs()
@@ -74,6 +79,7 @@ class BertPretrainer(keras.Model):
 
     # === Config ===
     self.config = config
+    self.kernels = kernel_ops.choice_name(kernels)
 
   def get_config(self):
     return task_config(self)

@@ -2,6 +2,7 @@
 
 import keras
 
+from official_bert import ops as kernel_ops
 from official_bert.common import registry
 from official_bert.layers.classification_head import SpanHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
@@ -20,6 +21,8 @@ class BertSpanLabeler(keras.Model):
     head: optional Keras layer mapping the sequence output to `(start_logits, end_logits)`;
       by default one two-unit dense layer (`SpanHead`).
     dtype: optional dtype policy for the head and a newly built encoder.
+    kernels: the kernels of the heads and a newly built encoder (`official_bert.ops.CHOICES`;
+      see `BertEncoder`).
     **kwargs: passed to `keras.Model`.
 
   Inputs: the encoder's dict. Outputs: a dict with float32 `start_logits` and `end_logits`,
@@ -39,8 +42,8 @@ class BertSpanLabeler(keras.Model):
   (1, 5)
   """
 
-  def __init__(self, config, encoder=None, head=None, dtype=None, **kwargs):
-    config, encoder = resolve_encoder(config, encoder, dtype)
+  def __init__(self, config, encoder=None, head=None, dtype=None, kernels="auto", **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype, kernels)
 
     # === Layers ===
     self.encoder = encoder
@@ -59,6 +62,7 @@ class BertSpanLabeler(keras.Model):
 
     # === Config ===
     self.config = config
+    self.kernels = kernel_ops.choice_name(kernels)
     self._custom_head = head is not None
 
   def get_config(self):

@@ -2,6 +2,7 @@
 
 import keras
 
+from official_bert import ops as kernel_ops
 from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
@@ -22,6 +23,8 @@ class BertTokenClassifier(keras.Model):
     head: optional Keras layer mapping the sequence output to the logits; by default dropout and
       one dense layer (`ClassificationHead`).
     dtype: optional dtype policy for the head and a newly built encoder.
+    kernels: the kernels of the heads and a newly built encoder (`official_bert.ops.CHOICES`;
+      see `BertEncoder`).
     **kwargs: passed to `keras.Model`.
 
   Inputs: the encoder's dict. Outputs: a dict with float32 `logits` `[batch, seq, num_classes]`.
@@ -41,15 +44,16 @@ class BertTokenClassifier(keras.Model):
   """
 
   def __init__(self, config, num_classes, dropout_rate=None, encoder=None, head=None, dtype=None,
-               **kwargs):
-    config, encoder = resolve_encoder(config, encoder, dtype)
+               kernels="auto", **kwargs):
+    config, encoder = resolve_encoder(config, encoder, dtype, kernels)
     if dropout_rate is None:
       dropout_rate = config.hidden_dropout_prob
 
     # === Layers ===
     self.encoder = encoder
     self.classifier = resolve_head(head, lambda: ClassificationHead(
-        num_classes, dropout_rate, config.initializer_range, dtype=dtype, name="classifier"))
+        num_classes, dropout_rate, config.initializer_range, kernels=kernels, dtype=dtype,
+        name="classifier"))
 
     # === Functional Model ===
     inputs = encoder_inputs()
@@ -61,6 +65,7 @@ class BertTokenClassifier(keras.Model):
 
     # === Config ===
     self.config = config
+    self.kernels = kernel_ops.choice_name(kernels)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self._custom_head = head is not None

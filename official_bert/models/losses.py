@@ -8,20 +8,22 @@ from official_bert import ops as kernel_ops
 _WEIGHT_EPSILON = 1e-5
 
 
-def sparse_softmax_cross_entropy(labels, logits):
-  """Per-row `-log softmax(logits)[label]` in float32, by the kernel backend current when traced.
+def sparse_softmax_cross_entropy(labels, logits, kernels="auto"):
+  """Per-row `-log softmax(logits)[label]` in float32, by `kernels`' form.
 
   Args:
     labels: int `[...]`, each in `[0, classes)`.
     logits: float `[..., classes]`.
+    kernels: the kernels (`official_bert.ops.CHOICES`, or a backend's module); those of the
+      model whose logits these are.
 
   Returns:
     float32 `[...]`.
   """
-  return kernel_ops.kernels().sparse_softmax_cross_entropy(labels, logits)
+  return kernel_ops.kernels(kernels).sparse_softmax_cross_entropy(labels, logits)
 
 
-def masked_lm_loss(labels, logits, weights):
+def masked_lm_loss(labels, logits, weights, kernels="auto"):
   """Cross-entropy over the masked positions, averaged with their weights.
 
   Args:
@@ -29,32 +31,36 @@ def masked_lm_loss(labels, logits, weights):
     logits: `[batch, predictions, vocab]`.
     weights: `[batch, predictions]`, 1.0 for a real prediction and 0.0 for padding
       (`masked_lm_weights`).
+    kernels: the kernels of the cross-entropy (see `sparse_softmax_cross_entropy`).
 
   Returns:
     A float32 scalar: `sum(weights * xent) / (sum(weights) + 1e-5)`.
   """
   weights = ops.cast(weights, "float32")
-  per_position = sparse_softmax_cross_entropy(labels, logits)
+  per_position = sparse_softmax_cross_entropy(labels, logits, kernels)
   return ops.sum(per_position * weights) / (ops.sum(weights) + _WEIGHT_EPSILON)
 
 
-def next_sentence_loss(labels, logits):
+def next_sentence_loss(labels, logits, kernels="auto"):
   """Mean cross-entropy of the 2-way next-sentence prediction (label 1 = random next).
 
   Args:
     labels: int `[batch]` or `[batch, 1]` (`next_sentence_labels`).
     logits: `[batch, 2]`.
+    kernels: the kernels of the cross-entropy (see `sparse_softmax_cross_entropy`).
   """
   labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
-  return ops.mean(sparse_softmax_cross_entropy(labels, logits))
+  return ops.mean(sparse_softmax_cross_entropy(labels, logits, kernels))
 
 
-def pretraining_losses(outputs, labels):
+def pretraining_losses(outputs, labels, kernels="auto"):
   """The original pre-training objective and its two parts.
 
   Args:
     outputs: `BertPretrainer` outputs (`mlm_logits`, `next_sentence_logits`).
     labels: dict with `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`.
+    kernels: the kernels of the cross-entropies (`official_bert.ops.CHOICES`): the
+      pre-trainer's, `model.kernels`.
 
   Returns:
     A dict of float32 scalars: `loss` (the sum), `masked_lm_loss`, `next_sentence_loss`.
@@ -70,7 +76,9 @@ def pretraining_losses(outputs, labels):
   >>> round(float(losses["loss"]), 4)  # log(4) + log(2)
   2.0794
   """
+  kernels = kernel_ops.kernels(kernels)  # chosen once for both
   mlm = masked_lm_loss(labels["masked_lm_ids"], outputs["mlm_logits"],
-                       labels["masked_lm_weights"])
-  nsp = next_sentence_loss(labels["next_sentence_labels"], outputs["next_sentence_logits"])
+                       labels["masked_lm_weights"], kernels)
+  nsp = next_sentence_loss(labels["next_sentence_labels"], outputs["next_sentence_logits"],
+                           kernels)
   return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}

@@ -2,6 +2,7 @@
 
 import keras
 
+from official_bert import ops as kernel_ops
 from official_bert.common import registry
 from official_bert.configs import BertConfig
 from official_bert.layers.embeddings import BertEmbeddings
@@ -25,6 +26,11 @@ class BertEncoder(keras.Model):
     config: a `BertConfig` (or its dict) giving the sizes.
     dtype: optional dtype policy for every layer (for example `"mixed_bfloat16"`); the global
       policy by default. Layer norms and softmax always run in float32.
+    kernels: the forms of the few kernels that have backend-specific ones
+      (`official_bert.ops.CHOICES`): `auto` (the default: `stock` where a GPU or TPU is visible,
+      else `cpu_xla`), `stock`, `cpu_xla` or `cpu_onednn`. The training engine passes its choice
+      for the device, dtype and XLA (`EngineConfig.accelerator_choice`). Saved in the config;
+      the weights are the same whatever the kernels.
     **kwargs: passed to `keras.Model` (`name`, `trainable`).
 
   Inputs: a dict of int32 `[batch, seq]` tensors: `input_word_ids` (WordPiece ids), `input_mask`
@@ -48,23 +54,27 @@ class BertEncoder(keras.Model):
   ((1, 5, 32), 2)
   """
 
-  def __init__(self, config, dtype=None, **kwargs):
+  def __init__(self, config, dtype=None, kernels="auto", **kwargs):
     if isinstance(config, dict):
       config = BertConfig.from_dict(config)
+    kernels = kernel_ops.choice_name(kernels)
+    layer_kernels = kernel_ops.kernels(kernels)
 
     # === Layers ===
     self.embeddings = BertEmbeddings(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size,
         max_position_embeddings=config.max_position_embeddings,
         type_vocab_size=config.type_vocab_size, dropout_rate=config.hidden_dropout_prob,
-        initializer_range=config.initializer_range, dtype=dtype, name="embeddings")
+        initializer_range=config.initializer_range, kernels=layer_kernels, dtype=dtype,
+        name="embeddings")
     self.transformer_layers = [
         TransformerBlock(
             hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
             intermediate_size=config.intermediate_size, activation=config.hidden_act,
             dropout_rate=config.hidden_dropout_prob,
             attention_dropout_rate=config.attention_probs_dropout_prob,
-            initializer_range=config.initializer_range, dtype=dtype, name=f"transformer_layer_{i}")
+            initializer_range=config.initializer_range, kernels=layer_kernels, dtype=dtype,
+            name=f"transformer_layer_{i}")
         for i in range(config.num_hidden_layers)]
     self.pooler = keras.layers.Dense(
         config.hidden_size, activation="tanh",
@@ -90,6 +100,7 @@ class BertEncoder(keras.Model):
 
     # === Config ===
     self.config = config
+    self.kernels = kernels
 
   @property
   def word_embeddings(self):
@@ -97,7 +108,8 @@ class BertEncoder(keras.Model):
     return self.embeddings.word_embeddings
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
+    return {"config": self.config.to_dict(), "kernels": self.kernels, "name": self.name,
+            "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
 
   @classmethod

@@ -1,4 +1,4 @@
-"""The few kernels of the training step that have a backend-specific form, chosen in one place.
+"""The few kernels that have a backend-specific form, chosen per model.
 
 Each kernel exists once per backend, under the same name and as the same mathematical function:
 
@@ -6,28 +6,27 @@ Each kernel exists once per backend, under the same name and as the same mathema
   cross-entropy, automatic differentiation, `tf.linalg.global_norm`, Keras' GELU), what a GPU or
   TPU compiler is tuned for;
 * `cpu_xla` (`ops/cpu_xla.py`): forms shaped for XLA's CPU backend (a hashed dropout fused into
-  the step, one-pass cross-entropy and tied-projection gradients, a row-wise gradient norm);
+  the step, one-pass cross-entropy and tied-projection gradients);
 * `cpu_onednn` (`ops/cpu_onednn.py`): forms that TensorFlow's graph optimizer fuses into oneDNN
   kernels on CPUs without XLA (a 2-D product, bias and activation as one kernel; in inference,
   one-pass layer norms and attention on batched products in the inputs' dtype), the fast path
   for bfloat16 on CPUs with AMX.
 
-The backend is process-wide: `EngineConfig.setup()` sets it (`EngineConfig.kernels`, the
-`--kernels` flag) before any model is built; `auto` is `stock` on GPUs and TPUs and, when the
-strategy's replicas are CPUs, `cpu_xla` with XLA and `cpu_onednn` without it
-(`official_bert.training.accelerators` decides both). Layers read it when they are constructed
-and keep their choice (it is not part of their config, so a model saved on one backend loads on
-another); functions such as the losses read it when they are traced. Before any
-`set_kernel_backend`, the backend is that of `auto` for the visible devices.
+The choice belongs to a model: `BertEncoder`, the task models and the layers with such kernels
+take a `kernels` argument, one of `CHOICES`, and keep the backend it names (`kernels(choice)`),
+so that two models in one process can differ. `auto`, the default, is `stock` when a GPU or TPU
+is visible and `cpu_xla` otherwise. The engine decides per device, dtype and XLA
+(`EngineConfig.accelerator_choice(strategy).kernels`: `cpu_onednn` for a CPU step without XLA)
+and the tasks pass that to the models they build. Functions of tensors that have a kernel, such
+as the pre-training losses, take the same argument.
 
 Example:
 
->>> with use_kernels("stock"):
-...   kernels().__name__
+>>> kernels("stock").__name__
 'official_bert.ops.stock'
+>>> choice_name(kernels("cpu_xla"))
+'cpu_xla'
 """
-
-import contextlib
 
 import tensorflow as tf
 
@@ -36,10 +35,9 @@ from official_bert.ops import cpu_onednn, cpu_xla, stock
 BACKENDS = {"stock": stock, "cpu_xla": cpu_xla, "cpu_onednn": cpu_onednn}
 # What each backend's module defines (`stock.py` gives their contracts).
 KERNELS = ("dropout", "sparse_softmax_cross_entropy", "project_onto_table", "dense", "gelu",
-           "global_norm", "layer_norm", "dropout_add_layer_norm", "attention")
+           "global_norm", "layer_norm", "dropout_add_layer_norm", "attention",
+           "project_dropout_add_layer_norm")
 CHOICES = ("auto", *BACKENDS)
-
-_backend = None
 
 
 def resolve_backend(name, device_type, xla=True):
@@ -63,45 +61,34 @@ def resolve_backend(name, device_type, xla=True):
   return "cpu_xla" if xla else "cpu_onednn"
 
 
-def set_kernel_backend(name):
-  """Selects the kernels of layers constructed and functions traced from now on.
+def kernels(choice="auto"):
+  """The module of the backend that `choice` names, defining the `KERNELS`.
 
   Args:
-    name: `stock` or `cpu_xla`.
+    choice: one of `CHOICES`, or a backend's module (returned as it is). `auto` is `stock` when
+      a GPU or TPU is visible and `cpu_xla` otherwise.
+
+  Raises:
+    ValueError: an unknown name.
   """
-  global _backend
-  if name not in BACKENDS:
-    raise ValueError(f"kernel backend must be one of {', '.join(BACKENDS)}, got {name!r}.")
-  _backend = name
+  if choice in BACKENDS.values():
+    return choice
+  if choice == "auto":
+    # Physical devices can be listed before the runtime starts, unlike logical ones.
+    accelerated = (tf.config.list_physical_devices("GPU")
+                   or tf.config.list_physical_devices("TPU"))
+    return BACKENDS[resolve_backend("auto", "GPU" if accelerated else "CPU")]
+  return BACKENDS[resolve_backend(choice, "CPU")]
 
 
-def kernel_backend():
-  """The current backend's name; before any `set_kernel_backend`, `auto`'s for this machine."""
-  if _backend is not None:
-    return _backend
-  # Physical devices can be listed before the runtime starts, unlike logical ones.
-  accelerated = tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU")
-  return resolve_backend("auto", "GPU" if accelerated else "CPU")
-
-
-def kernels(name=None):
-  """The module of backend `name` (the current backend by default), defining the `KERNELS`."""
-  return BACKENDS[name or kernel_backend()]
+def choice_name(choice):
+  """`choice` as a name of `CHOICES`, for a config: a name as it is, a module by its backend."""
+  if isinstance(choice, str):
+    return choice
+  return next(name for name, module in BACKENDS.items() if module is choice)
 
 
 def backends_of(model):
-  """The names of the backends the layers of `model` (a Keras model) were constructed on."""
+  """The names of the backends the layers of `model` (a Keras model) were built on."""
   return {name for layer in model._flatten_layers()  # pylint: disable=protected-access
           for name, module in BACKENDS.items() if getattr(layer, "_kernels", None) is module}
-
-
-@contextlib.contextmanager
-def use_kernels(name):
-  """Selects backend `name` inside a `with` block, then restores the previous choice."""
-  global _backend
-  previous = _backend
-  set_kernel_backend(name)
-  try:
-    yield
-  finally:
-    _backend = previous

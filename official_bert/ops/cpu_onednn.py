@@ -25,7 +25,7 @@ import math
 import keras
 import tensorflow as tf
 
-from official_bert.ops import bfloat16_elementwise, cpu_xla, stock
+from official_bert.ops import bfloat16_elementwise, cpu_xla, stock, weight_copies
 
 # This backend's forms of these kernels are the stock ones.
 gelu = stock.gelu
@@ -74,6 +74,47 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
     # match (a shape read from `outputs` would be a second use of it, which stops the fusion).
     outputs += tf.reshape(residual, tf.concat([tf.shape(rows)[:1], residual.shape[-1:]], 0))
   return _unrows(outputs, inputs)
+
+
+def project_dropout_add_layer_norm(hidden, projection, residual, dropout, norm, training=False):
+  """`stock.project_dropout_add_layer_norm` with the projection's bias and the residual inside
+  the fused passes.
+
+  In training the product runs without its bias, and `dropout_add_layer_norm` adds the bias
+  with the dropout, the residual and the norm: one pass forward and one backward in bfloat16,
+  which also sums the bias gradient. In inference the residual is added to the product in 2-D
+  (`dense`), where the graph optimizer fuses it into the product's oneDNN kernel, and the norm
+  is oneDNN's (`layer_norm`). A projection with LoRA, quantized or without a bias, or a dropout
+  with a noise shape, takes the stock form.
+
+  Example:
+
+  >>> import keras
+  >>> projection, norm = keras.layers.Dense(2), keras.layers.LayerNormalization(epsilon=1e-12)
+  >>> outputs = project_dropout_add_layer_norm(tf.ones((1, 3)), projection, tf.ones((1, 2)),
+  ...                                          keras.layers.Dropout(0.1), norm)
+  >>> tuple(outputs.shape)
+  (1, 2)
+  """
+  if not projection.built:
+    projection.build(hidden.shape)
+  if (getattr(projection, "lora_enabled", False) or getattr(projection, "quantization_mode", None)
+      or projection.bias is None or not _is_dropout_layer(dropout)):
+    return stock.project_dropout_add_layer_norm(hidden, projection, residual, dropout, norm,
+                                                training=training)
+  dtype = residual.dtype
+  kernel = weight_copies.read(projection.kernel, dtype)
+  bias = weight_copies.read(projection.bias, dtype)
+  transpose = getattr(projection, "transposed_kernel", False)
+  if training:
+    seed = dropout.next_seed() if dropout.rate else None
+    outputs = dense(hidden, kernel, None, transpose_kernel=transpose, training=True)
+    normalized = dropout_add_layer_norm(outputs, residual, norm.gamma, norm.beta, norm.epsilon,
+                                        dropout.rate, seed, bias=bias)
+  else:
+    outputs = dense(hidden, kernel, bias, transpose_kernel=transpose, residual=residual)
+    normalized = layer_norm(outputs, norm.gamma, norm.beta, norm.epsilon)
+  return tf.cast(normalized, dtype)
 
 
 # === Element-wise training work, compiled apart ===
@@ -220,8 +261,7 @@ def compiled_activation(activation):
 
   Example:
 
-  >>> from official_bert.layers.activations import gelu_tanh
-  >>> y = compiled_activation(gelu_tanh)(tf.constant([[0.5]], tf.bfloat16),
+  >>> y = compiled_activation(stock.gelu_tanh)(tf.constant([[0.5]], tf.bfloat16),
   ...                                    tf.constant([0.5], tf.bfloat16))
   >>> y.dtype.name, round(float(y[0, 0]), 2)
   ('bfloat16', 0.84)
@@ -239,20 +279,17 @@ def training_activation(activation):
 
   Example:
 
-  >>> from official_bert.layers.activations import gelu_tanh
-  >>> y = training_activation(gelu_tanh)(tf.constant([[0.5]], tf.bfloat16),
+  >>> y = training_activation(stock.gelu_tanh)(tf.constant([[0.5]], tf.bfloat16),
   ...                                    tf.constant([0.5], tf.bfloat16))
   >>> y.dtype.name, round(float(y[0, 0]), 2)
   ('bfloat16', 0.84)
   """
-  # Imported here: the layers import this package.
-  from official_bert.layers import activations  # pylint: disable=import-outside-toplevel
   if not bfloat16_elementwise.usable():
     return compiled_activation(activation)
   if activation is keras.activations.linear:
     return bfloat16_elementwise.bias_add
   # Which GELU each function is: the tanh form (`approximate`) or the erf form.
-  approximate = {activations.gelu_tanh: True, stock.gelu: False, cpu_xla.gelu: False}.get(
+  approximate = {stock.gelu_tanh: True, stock.gelu: False, cpu_xla.gelu: False}.get(
       activation)
   if approximate is None:
     return compiled_activation(activation)

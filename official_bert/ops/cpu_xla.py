@@ -16,6 +16,8 @@ from official_bert.ops.stock import label_logits
 layer_norm = stock.layer_norm
 attention = stock.attention
 dense = stock.dense
+# XLA fuses the stock composition of the layers' own forms.
+project_dropout_add_layer_norm = stock.project_dropout_add_layer_norm
 
 # === Dropout ===
 

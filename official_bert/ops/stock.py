@@ -158,6 +158,35 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, b
                                         epsilon, rate, seed, bias)
 
 
+def project_dropout_add_layer_norm(hidden, projection, residual, dropout, norm, training=False):
+  """`norm(residual + dropout(projection(hidden)))`: the end of a transformer sublayer.
+
+  The seam where a backend fuses the sublayer's last projection, its dropout, the residual sum
+  and the layer norm; this form calls the four layers as they are.
+
+  Args:
+    hidden: the input of the sublayer's last projection.
+    projection: that projection, a dense Keras layer (`layers.Dense`, `layers.TransposedDense`).
+    residual: the sublayer's input, `[..., width]`, in the compute dtype.
+    dropout: the dropout layer on the projection's output (`layers.Dropout`).
+    norm: the layer norm (`layers.LayerNorm`).
+    training: whether this is a training step.
+
+  Returns:
+    `[..., width]` in the dtype of `residual`.
+
+  Example:
+
+  >>> projection, norm = keras.layers.Dense(2), keras.layers.LayerNormalization(epsilon=1e-12)
+  >>> outputs = project_dropout_add_layer_norm(tf.ones((1, 3)), projection, tf.ones((1, 2)),
+  ...                                          keras.layers.Dropout(0.1), norm)
+  >>> tuple(outputs.shape)
+  (1, 2)
+  """
+  outputs = dropout(projection(hidden), training=training)
+  return keras.ops.cast(norm(residual + outputs, training=training), residual.dtype)
+
+
 def compose_dropout_add_layer_norm(dropout_fn, layer_norm_fn, inputs, residual, gamma, beta,
                                    epsilon, rate, seed, bias=None):
   """`dropout_add_layer_norm` composed of a backend's own `dropout_fn` and `layer_norm_fn`."""
@@ -210,6 +239,19 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
 def gelu(x):
   """The exact (erf) GELU, `x * Phi(x)`."""
   return keras.activations.gelu(x, approximate=False)
+
+
+_SQRT_TWO_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu_tanh(x):
+  """The original BERT's GELU, `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))`.
+
+  One form on every backend; it is here, beside the exact one, so that the kernels that fuse an
+  activation can tell the two apart (`official_bert.layers.activations` names them).
+  """
+  # `x * x * x` rather than a power: one fused multiply chain, and no `pow` kernel.
+  return 0.5 * x * (1.0 + keras.ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
 
 
 def global_norm(tensors):

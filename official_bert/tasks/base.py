@@ -15,7 +15,7 @@ A new task is one module with one `Task` subclass. The smallest useful one:
 ...   name = "constant"
 ...
 ...   def build_model(self):
-...     return BertClassifier(self.bert_config, num_classes=2)
+...     return BertClassifier(self.bert_config, num_classes=2, kernels=self.kernels)
 ...
 ...   def loss(self, outputs, labels):
 ...     return {"loss": tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -96,9 +96,13 @@ class Task(abc.ABC):
     summary: lines describing the data read (counts, skipped rows), logged at the end.
     train_files: the training data's files (or data set names), set by `validate`; they are part
       of the run's `fingerprint`.
+    kernels: the kernels of the models `build_model` builds and of the loss and metrics
+      (`official_bert.ops.CHOICES`): `auto` until the runner hands the task the engine's choice
+      for its device, dtype and XLA.
   """
 
   name = "task"
+  kernels = "auto"
   supported_modes = ("train", "eval", "predict")
   resumes = True
   config_class = experiment.TaskConfig

@@ -291,7 +291,8 @@ class ClassificationTask(base.Task):
                        f"{self.label_list} do not include.")
 
   def build_model(self):
-    return BertClassifier(self.bert_config, 1 if self.is_regression else len(self.label_list))
+    return BertClassifier(self.bert_config, 1 if self.is_regression else len(self.label_list),
+                          kernels=self.kernels)
 
   def loss(self, outputs, labels):
     return classification_loss(self.is_regression)(outputs, labels)

@@ -331,7 +331,7 @@ class FeatureExtractionTask(base.Task):
   # === The model: the pre-trained encoder ===
 
   def build_model(self):
-    return BertEncoder(self.bert_config)
+    return BertEncoder(self.bert_config, kernels=self.kernels)
 
   def loss(self, outputs, labels):
     raise NotImplementedError("Feature extraction does not train.")

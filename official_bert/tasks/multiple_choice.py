@@ -206,7 +206,8 @@ class SwagTask(base.Task):
     self.summary.insert(0, f"{self.num_choices} choices")
 
   def build_model(self):
-    return BertMultipleChoice(self.bert_config, num_choices=self.num_choices)
+    return BertMultipleChoice(self.bert_config, num_choices=self.num_choices,
+                              kernels=self.kernels)
 
   def loss(self, outputs, labels):
     return multiple_choice_loss(outputs, labels)

@@ -26,7 +26,7 @@ from official_bert.tasks import base, experiment
 EXPORT_DIR = "pretrained"
 
 
-def pretraining_metrics(outputs, labels):
+def pretraining_metrics(outputs, labels, kernels="auto"):
   """The original evaluation metrics, as `(total, count)` pairs for `Trainer`.
 
   Masked-LM accuracy and loss are averaged over the real predictions (`masked_lm_weights`),
@@ -37,6 +37,8 @@ def pretraining_metrics(outputs, labels):
   Args:
     outputs: `BertPretrainer` outputs.
     labels: dict with `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`.
+    kernels: the kernels of the cross-entropy (`official_bert.ops.CHOICES`): the pre-trainer's,
+      as in the loss.
 
   Returns:
     Dict of `(total, count)` for `masked_lm_accuracy`, `masked_lm_loss`,
@@ -48,11 +50,11 @@ def pretraining_metrics(outputs, labels):
   # once for both.
   mlm_correct = tf.cast(label_logits(mlm_ids, mlm_logits) >= tf.reduce_max(mlm_logits, -1),
                         tf.float32)
-  mlm_loss = sparse_softmax_cross_entropy(mlm_ids, mlm_logits)
+  mlm_loss = sparse_softmax_cross_entropy(mlm_ids, mlm_logits, kernels)
   nsp_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], tf.int64), [-1])
   nsp_logits = outputs["next_sentence_logits"]
   nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1), nsp_labels), tf.float32)
-  nsp_loss = sparse_softmax_cross_entropy(nsp_labels, nsp_logits)
+  nsp_loss = sparse_softmax_cross_entropy(nsp_labels, nsp_logits, kernels)
   num_predictions, num_examples = tf.reduce_sum(weights), tf.cast(tf.size(nsp_labels), tf.float32)
   return {
       "masked_lm_accuracy": (tf.reduce_sum(mlm_correct * weights), num_predictions),
@@ -128,13 +130,13 @@ class PretrainingTask(base.Task):
     return False
 
   def build_model(self):
-    return BertPretrainer(self.bert_config)
+    return BertPretrainer(self.bert_config, kernels=self.kernels)
 
   def loss(self, outputs, labels):
-    return pretraining_losses(outputs, labels)
+    return pretraining_losses(outputs, labels, self.kernels)
 
   def metrics(self, outputs, labels):
-    return pretraining_metrics(outputs, labels)
+    return pretraining_metrics(outputs, labels, self.kernels)
 
   def untrained(self, output_dir):
     logging.warning("%s holds no checkpoint: evaluating the initial weights.", output_dir)

@@ -210,7 +210,7 @@ class SquadTask(base.Task):
         is_training=is_training)
 
   def build_model(self):
-    return BertSpanLabeler(self.bert_config)
+    return BertSpanLabeler(self.bert_config, kernels=self.kernels)
 
   def loss(self, outputs, labels):
     return span_loss(outputs, labels)

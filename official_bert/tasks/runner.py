@@ -3,8 +3,9 @@
 `driver.run` creates one `Runner` per run from a `Task` (`official_bert.tasks.base`) and the
 run's `experiment.ExperimentConfig`; only the driver uses it. The runner
 
-* sets up the engine (`EngineConfig.setup()`: strategy, precision, seeds) and builds the task's
-  model and the optimizer in the strategy's scope, with the trainer's step count
+* sets up the engine (`EngineConfig.setup()`: strategy, precision, seeds), hands the task the
+  engine's kernels (`Task.kernels`) and builds the task's model and the optimizer in the
+  strategy's scope, with the trainer's step count
   (`TrainerConfig.steps`: for fine-tuning `int(num_examples / train_batch_size *
   num_train_epochs)` and `int(num_train_steps * warmup_proportion)` warmup steps, as the original
   scripts);
@@ -86,6 +87,8 @@ class Runner:
                                    engine.gradient_accumulation_steps,
                                    self.strategy.num_replicas_in_sync)
     tf.io.gfile.makedirs(config.output_dir)
+    # The kernels are a property of the model: the engine's choice for this strategy's devices.
+    task.kernels = engine.accelerator_choice(self.strategy).kernels
     with self.strategy.scope():
       self.model = task.build_model()
       optimizer = None

@@ -236,7 +236,8 @@ class NerTask(base.Task):
                           f"{features.num_truncated_words} words truncated)")
 
   def build_model(self):
-    return BertTokenClassifier(self.bert_config, num_classes=len(self.labels))
+    return BertTokenClassifier(self.bert_config, num_classes=len(self.labels),
+                               kernels=self.kernels)
 
   def loss(self, outputs, labels):
     return token_classification_loss(outputs, labels)

@@ -40,9 +40,9 @@ class EngineConfig:
       step (forward, backward and optimizer update) is one XLA program; with several replicas
       each replica's forward and backward pass is, and the gradients' all-reduce and the update
       run around it (see `Trainer`). TPUs always compile.
-    kernels: the forms of the few backend-specific kernels (`official_bert.ops`): `stock`,
-      `cpu_xla`, `cpu_onednn`, or `auto`: on CPUs `cpu_xla` with XLA and `cpu_onednn` without,
-      else `stock`.
+    kernels: the forms of the few backend-specific kernels (`official_bert.ops`) of the models
+      the tasks build: `stock`, `cpu_xla`, `cpu_onednn`, or `auto`: on CPUs `cpu_xla` with XLA
+      and `cpu_onednn` without, else `stock` (`accelerator_choice(strategy).kernels`).
     steps_per_loop: training steps inside one `tf.function` call, so that Python runs once per
       loop rather than once per step.
     gradient_accumulation_steps: split each replica's batch into this many micro-batches and
@@ -96,7 +96,8 @@ class EngineConfig:
 
     Call it once at the start, before building models: it creates the strategy (which must come
     before any other TensorFlow work for multi-worker training), sets the Keras dtype policy
-    and the kernel backend that new layers pick up, and turns on determinism and seeds.
+    and turns on determinism and seeds. The kernels are the model's own: build it with
+    `kernels=accelerator_choice(strategy).kernels`.
 
     Returns:
       The `tf.distribute.Strategy`; build the model and optimizer in its `scope()`.
@@ -111,7 +112,6 @@ class EngineConfig:
                                          self.tpu_zone, self.gcp_project)
     keras.mixed_precision.set_global_policy(DTYPES[self.dtype])
     choice = self.accelerator_choice(strategy)
-    ops.set_kernel_backend(choice.kernels)
     if self.deterministic:
       tf.config.experimental.enable_op_determinism()
     if self.deterministic or self.seed is not None:
@@ -123,7 +123,7 @@ class EngineConfig:
     return strategy
 
   def accelerator_choice(self, strategy):
-    """XLA and the kernel backend for this config's steps under `strategy`.
+    """XLA and the kernels for this config's steps and models under `strategy`.
 
     Returns:
       An `accelerators.Choice`: `enable_xla` and `kernels` as given, or as measured fastest
