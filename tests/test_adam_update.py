@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from official_bert.ops import adam_update, native
-from official_bert.training import EngineConfig
+from official_bert.training import EngineConfig, fused_update, updates
 from official_bert.training.adam_weight_decay import AdamWeightDecay
 
 from testing import fixed_pretraining_batch, make_trainer, tiny_bert_config
@@ -121,7 +121,8 @@ def test_without_a_built_kernel_the_trainer_takes_the_compiled_update(tmp_path, 
   try:
     assert adam_update.kernel() is None
     trainer, _, logs = _trained(tmp_path / "model", True, monkeypatch)
-    assert trainer._fused_update is None and trainer._copies is not None  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    assert type(trainer._update) is updates.CopiesUpdate
     assert np.isfinite(logs["loss"]) and int(trainer.optimizer.iterations) == 1
   finally:
     native.load.cache_clear()
@@ -155,7 +156,8 @@ def test_a_step_on_the_kernel_matches_the_compiled_update(tmp_path, monkeypatch,
   fused, before, fused_logs = _trained(tmp_path / "fused", True, monkeypatch, clip_norm)
   compiled, _, compiled_logs = _trained(tmp_path / "compiled", False, monkeypatch, clip_norm)
   # pylint: disable=protected-access
-  assert fused._fused_update is not None and compiled._fused_update is None
+  assert isinstance(fused._update, fused_update.FusedUpdate)
+  assert type(compiled._update) is updates.CopiesUpdate
   np.testing.assert_allclose(fused_logs["gradient_norm"], compiled_logs["gradient_norm"],
                              rtol=1e-5)
   assert int(fused.optimizer.iterations) == int(compiled.optimizer.iterations) == 1
@@ -167,5 +169,6 @@ def test_a_step_on_the_kernel_matches_the_compiled_update(tmp_path, monkeypatch,
     np.testing.assert_allclose(v_got.numpy(), v_wanted.numpy(), rtol=1e-4, atol=1e-12)
   table = fused.model.trainable_variables[0]
   assert "word_embeddings" in table.path and np.abs(table.numpy() - before[0]).max() > 1e-3
-  for variable, copy in zip(fused._copies.variables, fused._copies.copies):
+  copies = fused._update.copies
+  for variable, copy in zip(copies.variables, copies.copies):
     np.testing.assert_array_equal(copy.numpy(), tf.cast(variable, tf.bfloat16).numpy())

@@ -21,7 +21,13 @@ from official_bert.layers.transposed_dense import TransposedDense
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_onednn, cpu_xla, stock
 from official_bert.tasks.classification import classification_loss
-from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
+from official_bert.training import (
+  EngineConfig,
+  Trainer,
+  accelerators,
+  create_optimizer,
+  updates,
+)
 
 AMX = frozenset({"avx512f", "amx_tile", "amx_bf16", "avx512_bf16"})
 NO_BF16 = frozenset({"avx2", "avx512f"})
@@ -659,9 +665,9 @@ def _trained_weights(tmp_path, compile_update):
       choice, compile_update=compile_update)):
     trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
                       model_dir=str(tmp_path), config=engine)
-  # The update is one XLA program when asked (`tf.function`'s own flag), else the step's graph.
-  assert getattr(trainer._update, "_jit_compile", False) is compile_update
   logs = trainer.train(lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat(), 3)
+  # The update is one XLA program of its own when asked, else part of the step's graph.
+  assert type(trainer._update) is (updates.CompiledUpdate if compile_update else updates.Update)
   return logs, [v.numpy() for v in model.trainable_variables]
 
 

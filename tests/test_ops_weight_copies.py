@@ -2,6 +2,7 @@
 training step that reads them against one that casts, on a tiny pre-training model."""
 
 import functools
+from unittest import mock
 
 import keras
 import numpy as np
@@ -11,7 +12,7 @@ import tensorflow as tf
 from official_bert import BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import weight_copies
-from official_bert.training import EngineConfig, Trainer, create_optimizer
+from official_bert.training import EngineConfig, Trainer, create_optimizer, updates
 
 from testing import fixed_pretraining_batch
 
@@ -73,7 +74,7 @@ def test_gradients_through_copies_and_direct_reads_combine_into_the_casts_gradie
 
 # === A bfloat16 training step that reads the copies ===
 
-def _trainer(model_dir, with_copies=True):
+def _trainer(model_dir):
   engine = EngineConfig(dtype="bfloat16", steps_per_loop=3, log_steps=3, seed=0)
   strategy = engine.setup()
   keras.utils.set_random_seed(0)
@@ -84,23 +85,32 @@ def _trainer(model_dir, with_copies=True):
   trainer = Trainer(model, functools.partial(pretraining_losses, kernels=kernels), optimizer,
                     strategy=strategy,
                     model_dir=str(model_dir), config=engine)
-  trainer._with_copies &= with_copies  # pylint: disable=protected-access
   return trainer
 
 
+def _without_copies(optimizer, variables, **choice):
+  """`updates.choose` for a step that casts its weights: the same update compiled apart."""
+  return updates.CompiledUpdate(optimizer, variables, choice["clip_norm"], choice["replicas"],
+                                choice["global_norm"])
+
+
 def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path):
-  cast = _trainer(tmp_path / "cast", with_copies=False)
+  cast = _trainer(tmp_path / "cast")
   copied = _trainer(tmp_path / "copies")
   batches = fixed_pretraining_batch(CONFIG.vocab_size)
-  cast_logs, copied_logs = cast.train(batches, 3), copied.train(batches, 3)
-  assert cast._copies is None and copied._copies is not None  # pylint: disable=protected-access
+  with mock.patch.object(updates, "choose", _without_copies):
+    cast_logs = cast.train(batches, 3)
+  copied_logs = copied.train(batches, 3)
+  # pylint: disable=protected-access
+  assert type(cast._update) is updates.CompiledUpdate
+  assert isinstance(copied._update, updates.CopiesUpdate)
   for name in ("loss", "masked_lm_loss", "gradient_norm"):
     np.testing.assert_allclose(copied_logs[name], cast_logs[name], rtol=1e-3)
   for actual, expected in zip(copied.model.trainable_variables,
                               cast.model.trainable_variables):
     np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-2, atol=1e-4)
   # The update wrote the copies of the weights it changed.
-  for variable, copy in zip(copied._copies.variables, copied._copies.copies):  # pylint: disable=protected-access
+  for variable, copy in zip(copied._update.copies.variables, copied._update.copies.copies):
     np.testing.assert_array_equal(copy.numpy(), tf.cast(variable, tf.bfloat16).numpy())
 
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from official_bert import BertPretrainer
 from official_bert.models.losses import pretraining_losses
-from official_bert.training import NonFiniteLossError
+from official_bert.training import NonFiniteLossError, updates
 
 from testing import (
   PREDICTIONS,
@@ -239,3 +239,49 @@ def test_mixed_precision_trains_with_float32_master_weights(tmp_path, records, d
     assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
     assert trainer.optimizer.dynamic_growth_steps > 0
     assert float(trainer.optimizer.scale_loss(1.0)) > 1.0
+
+
+# === The update ===
+
+def _dense_layer(dtype_policy="float32"):
+  layer = keras.layers.Dense(3, dtype=dtype_policy)
+  layer.build((None, 4))
+  return layer
+
+
+@pytest.mark.parametrize("replicas, compile_update, accumulation, policy, form", [
+    (1, False, 1, "float32", "Update"),  # a step that XLA compiles whole
+    (2, True, 1, "mixed_bfloat16", "Update"),  # several replicas: in the step's graph
+    (1, True, 1, "float32", "CompiledUpdate"),
+    (1, True, 2, "mixed_bfloat16", "CompiledUpdate"),  # micro-batches sum in float32
+    (1, True, 1, "mixed_bfloat16", "CopiesUpdate"),  # SGD: the fused kernel is AdamW's
+])
+def test_one_choice_picks_the_update_form(replicas, compile_update, accumulation, policy, form):
+  layer = _dense_layer(policy)
+  optimizer = keras.optimizers.SGD(0.1)
+  optimizer.build(layer.trainable_variables)
+  update = updates.choose(optimizer, layer.trainable_variables, clip_norm=1.0,
+                          replicas=replicas, compile_update=compile_update,
+                          accumulation_steps=accumulation, dtype_policy=layer.dtype_policy,
+                          global_norm=tf.linalg.global_norm)
+  assert type(update).__name__ == form
+
+
+def test_the_plain_and_compiled_updates_clip_and_step_alike():
+  gradients = [tf.fill([4, 3], 2.0), tf.fill([3], -1.0)]
+  results = []
+  for form in (updates.Update, updates.CompiledUpdate):
+    layer = _dense_layer()
+    layer.set_weights([np.ones([4, 3], "float32"), np.zeros([3], "float32")])
+    optimizer = keras.optimizers.SGD(0.5)
+    optimizer.build(layer.trainable_variables)
+    update = form(optimizer, layer.trainable_variables, clip_norm=1.0, replicas=1,
+                  global_norm=tf.linalg.global_norm)
+    norm = float(update(gradients))
+    results.append((norm, [w.numpy() for w in layer.trainable_variables]))
+  expected_norm = np.sqrt(12 * 4.0 + 3 * 1.0)
+  for norm, (kernel, bias) in results:
+    assert norm == pytest.approx(expected_norm)
+    # Clipped to norm 1, then one SGD step of 0.5.
+    np.testing.assert_allclose(kernel, 1.0 - 0.5 * 2.0 / expected_norm, rtol=1e-6)
+    np.testing.assert_allclose(bias, 0.5 * 1.0 / expected_norm, rtol=1e-6)

@@ -15,41 +15,37 @@ the norm exactly without a dense float32 table: `|D + S|^2 = |D|^2 + sum over S'
 
 import tensorflow as tf
 
-from official_bert import ops
 from official_bert.ops import adam_update
-from official_bert.training import optimization
+from official_bert.training import optimization, updates
 from official_bert.training.adam_weight_decay import AdamWeightDecay
 
 
-class FusedUpdate:
-  """The update of one step for `variables`, the fused kernel's part first.
+class FusedUpdate(updates.CopiesUpdate):
+  """`updates.CopiesUpdate` with the fused kernel for the weights whose gradients come back in
+  bfloat16 through their copies, and the compiled update, after it, for the rest.
 
   Args:
     optimizer: an `AdamWeightDecay` built for `variables`.
     variables: the trained float32 variables, in the order of the gradients.
-    copies: their `ops.weight_copies.WeightCopies`.
     clip_norm: the global norm the gradients are clipped to, or None.
+    dtype: the copies' dtype, bfloat16.
   """
 
-  def __init__(self, optimizer, variables, copies, clip_norm):
-    self.optimizer, self.variables, self.copies = optimizer, list(variables), copies
-    self.clip_norm = clip_norm
-    self._norm = tf.function(self._global_norm, jit_compile=True)
+  def __init__(self, optimizer, variables, clip_norm, dtype):
+    super().__init__(optimizer, variables, clip_norm, dtype)
+    self._norm = tf.function(self._rest_norm, jit_compile=True)
+    self._rest = tf.function(self._apply_rest, jit_compile=True)
 
   @staticmethod
   def supports(optimizer, dtype):
     """Whether steps that read `dtype` copies can use the kernel with `optimizer` (this loads
-    it, building it on first use)."""
+    it where it is built)."""
     return (isinstance(optimizer, AdamWeightDecay) and tf.as_dtype(dtype) == tf.bfloat16
             and adam_update.kernel() is not None)
 
-  def __call__(self, direct, through_copies, apply_rest):
-    """Applies the gradients' two parts (`WeightCopies.gradients`); returns their global norm.
-
-    `apply_rest(indices, direct, through_copies, norm)` updates the variables the kernel does
-    not (their indices in `variables`, a tuple) and refreshes their copies; it runs after the
-    kernel's updates.
-    """
+  def __call__(self, gradients):
+    """Applies the gradients' two parts (`WeightCopies.gradients`); returns their global norm."""
+    direct, through_copies = gradients
     fused = [i for i, (own, copied) in enumerate(zip(direct, through_copies))
              if _dense_bfloat16(copied) and (own is None or isinstance(own, tf.IndexedSlices))]
     rest = [i for i in range(len(self.variables)) if i not in fused]
@@ -62,27 +58,33 @@ class FusedUpdate:
     scale = (self.clip_norm * tf.minimum(1.0 / norm, 1.0 / self.clip_norm) if self.clip_norm
              else tf.constant(1.0))
     learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
-    updates = []
+    kernel_updates = []
     for i in fused:
       variable = self.variables[i]
       m, v = self.optimizer.slots(variable)
       # Keras' own test of the exemptions (`exclude_from_weight_decay`).
       decays = self.optimizer._use_weight_decay(variable)  # pylint: disable=protected-access
-      updates.append(adam_update.update(
+      kernel_updates.append(adam_update.update(
           variable, m, v, self.copies.copy_of(variable), through_copies[i], learning_rate,
           scale, self.optimizer.beta_1, self.optimizer.beta_2, self.optimizer.epsilon,
           (self.optimizer.weight_decay or 0.0) if decays else 0.0, *rows.get(i, (None, None))))
-    with tf.control_dependencies(updates):
+    with tf.control_dependencies(kernel_updates):
       # The compiled update also counts the step (`optimizer.iterations`), after the kernel
       # has read the learning rate of this one.
-      apply_rest(tuple(rest), [direct[i] for i in rest],
-                 [through_copies[i] for i in rest], norm)
+      self._rest(tuple(rest), [direct[i] for i in rest], [through_copies[i] for i in rest],
+                 norm)
     return norm
 
-  def _global_norm(self, rest_direct, rest_copied, fused_squares):
-    # The form of the norm that XLA's CPU backend reduces quickly.
-    norm = ops.kernels("cpu_xla").global_norm(self.copies.combine(rest_direct, rest_copied))
+  def _rest_norm(self, rest_direct, rest_copied, fused_squares):
+    norm = self._global_norm(self.copies.combine(rest_direct, rest_copied))
     return tf.sqrt(tf.square(norm) + fused_squares) / optimization.loss_scale(self.optimizer)
+
+  def _apply_rest(self, indices, direct, through_copies, norm):
+    """The compiled update of the variables at `indices` (a tuple of ints), clipped by the
+    global `norm` of all the gradients, and their copies written afresh."""
+    variables = [self.variables[i] for i in indices]
+    self._apply(self.copies.combine(direct, through_copies), norm, variables)
+    self.copies.refresh(variables)
 
 
 def _dense_bfloat16(gradient):

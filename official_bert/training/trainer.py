@@ -17,17 +17,19 @@ Its contract (the package docstring of `official_bert.training` shows a whole sc
 
 The training loop runs `steps_per_loop` steps per `tf.function` call. Each step: the gradients of
 each replica's loss (over `gradient_accumulation_steps` micro-batches), summed over replicas,
-clipped to `clip_norm`, applied by the optimizer. A checkpoint (model, optimizer, step, dropout
-random state and, where possible, the input position) is written every `save_checkpoints_steps`;
-running the same command again resumes from the newest one. On one device the input position is
-restored exactly from the checkpointed `tf.data` iterator. `tf.distribute`'s distributed iterators
-cannot be checkpointed, so with several replicas (mirrored, multi-worker, TPU) the resumed input
-skips the batches already consumed instead, which repeats the same batches when the dataset is
-deterministic (seeded shuffles) at the cost of reading them again.
+then handed to one update object that clips them to `clip_norm` and applies them
+(`official_bert.training.updates`: its form, plain, compiled apart, through bfloat16 weight
+copies or on the fused AdamW kernel, is chosen once by `updates.choose`). A checkpoint (model,
+optimizer, step, dropout random state and, where possible, the input position) is written every
+`save_checkpoints_steps`; running the same command again resumes from the newest one. On one
+device the input position is restored exactly from the checkpointed `tf.data` iterator.
+`tf.distribute`'s distributed iterators cannot be checkpointed, so with several replicas
+(mirrored, multi-worker, TPU) the resumed input skips the batches already consumed instead, which
+repeats the same batches when the dataset is deterministic (seeded shuffles) at the cost of
+reading them again.
 A non-finite loss stops training with `NonFiniteLossError`; the state is not saved.
 """
 
-import contextlib
 import os
 import re
 
@@ -36,14 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert import ops
-from official_bert.ops import weight_copies
-from official_bert.training import (
-  checkpointing,
-  distribution,
-  fused_update,
-  optimization,
-  progress,
-)
+from official_bert.training import checkpointing, distribution, progress, updates
 from official_bert.training.config import EngineConfig
 
 _ALL_STEPS = 2**31 - 1
@@ -101,7 +96,6 @@ class Trainer:
     self._trackables = dict(model=model, global_step=self.global_step, random_states=random_states)
     if optimizer is not None:
       self._trackables["optimizer"] = optimizer
-    self._kernels = ops.kernels()
     # XLA compiles what a replica computes alone. On one device that is the whole step. With
     # several replicas, the gradients' all-reduce and Keras' optimizer update are synchronisation
     # points (`merge_call` into the cross-replica context, updating every replica's copy of the
@@ -112,24 +106,15 @@ class Trainer:
     # copy of it, one XLA program on the first device, which then fails on the other replicas'
     # variables. TPUs compile everything themselves.
     choice = config.accelerator_choice(strategy)
+    # The engine's kernels for the gradients' norm (the model's own are its own choice).
+    self._kernels = ops.kernels(choice.kernels)
     xla = choice.enable_xla and not distribution.is_tpu(strategy)
     compiled = (lambda fn: tf.function(fn, jit_compile=True)) if xla else (lambda fn: fn)
     whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
-    # A step without XLA may still compile its update (see `accelerators`), on one device only:
-    # with several replicas the update is a synchronisation point, as above.
-    compile_update = choice.compile_update and not self._distributed
-    self._update = (tf.function(self._clip_and_apply, jit_compile=True)
-                    if compile_update else self._clip_and_apply)
-    # Where the update is compiled apart, it also keeps low-precision copies of the weights for
-    # a mixed policy's steps to read (`ops.weight_copies`); they are made with the variables'
-    # list (`_prepare`). Micro-batches sum their gradients in float32, without them.
-    policy = model.dtype_policy
-    self._with_copies = (compile_update and config.gradient_accumulation_steps == 1
-                         and policy.compute_dtype != policy.variable_dtype)
-    self._copies = None
-    self._update_from_copies = tf.function(self._apply_from_copies, jit_compile=True)
-    self._update_rest = tf.function(self._apply_rest_from_copies, jit_compile=True)
-    self._fused_update = None  # made with the copies (`_prepare`)
+    # A step without XLA may still compile its update (see `accelerators`); the form is chosen
+    # with the trained variables' list (`_prepare`, `updates.choose`).
+    self._compile_update = choice.compile_update
+    self._update = None
     self._replica_train_step = whole(self._train_step)
     self._replica_gradients = parts(self._local_gradients)
     self._replica_eval_step = whole(self._eval_step)
@@ -228,8 +213,7 @@ class Trainer:
     if not resume_iterator and step:
       logging.info("Resumed the input at step %d by skipping the batches already used.", step)
     self._prepare(with_gradients=True)
-    if self._copies is not None:
-      self._copies.refresh()  # from the weights as restored
+    self._update.restored()  # e.g. the weights' copies, from the weights as restored
     manager = checkpointing.checkpoint_manager(checkpoint, self.model_dir, self.strategy,
                                                self.config.keep_checkpoint_max)
     summary_dir = (os.path.join(self.model_dir, "train")
@@ -268,47 +252,9 @@ class Trainer:
   def _train_step(self, features, labels):
     """One optimizer step on this replica's batch; returns losses and metrics of all replicas."""
     grads, logs = self._replica_gradients(features, labels)
-    if self._fused_update is not None:
-      return dict(logs, gradient_norm=self._fused_update(*grads, apply_rest=self._update_rest))
-    if self._copies is not None:
-      return dict(logs, gradient_norm=self._update_from_copies(*grads))
-    replicas = self.strategy.num_replicas_in_sync
-    if replicas > 1:
+    if self.strategy.num_replicas_in_sync > 1:
       grads, logs = tf.distribute.get_replica_context().all_reduce("sum", (grads, logs))
-    norm = self._kernels.global_norm(grads) / optimization.loss_scale(self.optimizer)
-    self._update(grads, norm)
-    return dict(logs, gradient_norm=norm)
-
-  def _clip_and_apply(self, grads, norm, variables=None):
-    """Clips `grads` to `clip_norm` by their global `norm` and applies them (to `variables`,
-    by default all the trained ones)."""
-    if self.config.clip_norm:
-      grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
-    replicas = self.strategy.num_replicas_in_sync
-    if replicas > 1:
-      # Keras' `apply` sums the gradients over replicas once more; each hands in its share of
-      # the (already summed and clipped) total.
-      grads = [g / replicas for g in grads]
-    self.optimizer.apply(grads, self._variables if variables is None else variables)
-
-  def _apply_from_copies(self, direct, through_copies):
-    """`_clip_and_apply` for the two parts of the gradients of a step that read the weights'
-    copies (`WeightCopies.gradients`), in one XLA program that also refreshes the copies;
-    returns the gradients' global norm."""
-    grads = self._copies.combine(direct, through_copies)
-    # The form of the norm that XLA's CPU backend reduces quickly.
-    norm = ops.kernels("cpu_xla").global_norm(grads) / optimization.loss_scale(self.optimizer)
-    self._clip_and_apply(grads, norm)
-    self._copies.refresh()
-    return norm
-
-  def _apply_rest_from_copies(self, indices, direct, through_copies, norm):
-    """`_apply_from_copies` for the variables at `indices` alone (a tuple of ints), clipped by
-    the global `norm` of all the gradients (the weights the fused kernel leaves to the compiled
-    update)."""
-    variables = [self._variables[i] for i in indices]
-    self._clip_and_apply(self._copies.combine(direct, through_copies), norm, variables)
-    self._copies.refresh(variables)
+    return dict(logs, gradient_norm=self._update(grads))
 
   def _local_gradients(self, features, labels):
     """Gradients and logs of this replica's batch, averaged over its micro-batches."""
@@ -335,17 +281,11 @@ class Trainer:
     return grads, logs
 
   def _micro_gradients(self, features, labels, share):
-    copies = self._copies.reading() if self._copies is not None else contextlib.nullcontext()
-    with tf.GradientTape() as tape, copies:
+    with tf.GradientTape() as tape, self._update.reading():
       logs = self._logs(features, labels, training=True)
       loss = self.optimizer.scale_loss(logs["losses"]["loss"] * share)
     logs["losses"] = {name: value * share for name, value in logs["losses"].items()}
-    if self._copies is not None:
-      return self._copies.gradients(tape, loss, self._variables), logs
-    # A table that is both looked up and multiplied (BERT's tied word embeddings) gets a sparse
-    # gradient with repeated rows, which `global_norm` would misread; densify.
-    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, self._variables)]
-    return grads, logs
+    return self._update.gradients(tape, loss, self._variables), logs
 
   def _learning_rate(self):
     return float(self.optimizer.learning_rate.numpy())
@@ -494,17 +434,12 @@ class Trainer:
       unused = [v.path for v, c in zip(variables, connected) if not c]
       if unused:
         logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
-      if self._with_copies:
-        dtype = self.model.dtype_policy.compute_dtype
-        self._copies = weight_copies.WeightCopies(self._variables, dtype)
-        logging.info("The steps read %s copies of the %d float32 weights, which the compiled "
-                     "update writes.", dtype, len(self._copies.copies))
-        if fused_update.FusedUpdate.supports(self.optimizer, dtype):
-          self._fused_update = fused_update.FusedUpdate(
-              self.optimizer, self._variables, self._copies, self.config.clip_norm)
-          logging.info("The fused AdamW kernel (official_bert.ops.adam_update) updates the "
-                       "weights whose gradients come back through their copies; the compiled "
-                       "update, the others.")
+      self._update = updates.choose(
+          self.optimizer, self._variables, clip_norm=self.config.clip_norm,
+          replicas=self.strategy.num_replicas_in_sync,
+          compile_update=self._compile_update and not self._distributed,
+          accumulation_steps=self.config.gradient_accumulation_steps,
+          dtype_policy=self.model.dtype_policy, global_norm=self._kernels.global_norm)
 
   def _zeros(self, with_gradient_norm=False):
     zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self._spec)
