@@ -18,6 +18,7 @@ id past the vocabulary fails in ONNX Runtime's gather).
 import json
 import logging
 
+import numpy as np
 import tensorflow as tf
 
 from official_bert.export import formats, signatures
@@ -25,6 +26,18 @@ from official_bert.models import BertMultipleChoice
 
 # ONNX Runtime 1.17 and later run every operator of this opset on CPU.
 OPSET = 17
+
+
+def _erfc_as_one_minus_erf(ctx, node, name, args):
+  """tf2onnx handler of TensorFlow's `Erfc` (exact GELU's form in Keras), which ONNX lacks:
+  `1 - Erf(x)`."""
+  del name, args
+  from tf2onnx import utils  # pylint: disable=import-outside-toplevel
+
+  node.type = "Erf"
+  one = ctx.make_const(utils.make_name(f"{node.name}_one"), np.ones([], np.float32))
+  ctx.insert_new_node_on_output("Sub", node.output[0], name=utils.make_name(f"{node.name}_erfc"),
+                                inputs=[one.output[0], node.output[0]])
 
 
 def check_kind(info):
@@ -57,7 +70,9 @@ def convert(model, info, *, max_seq_length):
   function = tf.function(serve_token_ids, input_signature=specs, autograph=False)
   # tf2onnx logs every rewrite at INFO.
   logging.getLogger("tf2onnx").setLevel(logging.WARNING)
-  proto, _ = tf2onnx.convert.from_function(function, input_signature=specs, opset=OPSET)
+  proto, _ = tf2onnx.convert.from_function(
+      function, input_signature=specs, opset=OPSET,
+      custom_op_handlers={"Erfc": (_erfc_as_one_minus_erf, [])})
   mark = proto.metadata_props.add()
   mark.key = formats.MARK
   mark.value = json.dumps({"format": "official_bert ONNX", "kind": info.kind,
