@@ -32,6 +32,17 @@ printed below the table.
     python benchmarks/serving_throughput.py --configs=bert_base --seq_lengths=128 \
         --batch_sizes=8 --kinds=classifier --signatures=serve_token_ids --torch_python=...
     python benchmarks/serving_throughput.py --smoke           # a tiny model, a few calls
+
+`--formats=litert,onnx` adds the rows of `format_serving.py`: the classifier on token ids as a
+LiteRT file and as an ONNX file in ONNX Runtime, in float32 and int8 (dynamic, and calibrated
+static), and, with `--torch_python` (whose environment also has onnx and onnxruntime), the
+Hugging Face `BertModel` on the same weights exported to ONNX and run by ONNX Runtime in float32
+and dynamic int8 (`hf_onnx_serving.py`). Their GFLOP/s column counts the same products; int8 rows
+give no share of a peak.
+
+    python benchmarks/serving_throughput.py --configs=bert_base --seq_lengths=128 \
+        --batch_sizes=8 --kinds=classifier --signatures=serve_token_ids --xla=off \
+        --formats=litert,onnx --torch_python=/path/to/venv/bin/python
 """
 
 import os
@@ -49,11 +60,13 @@ import tempfile
 import time
 
 from absl import app, flags, logging
+import format_serving
 import hf_bridge
 import numpy as np
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, configs
+from official_bert.checkpoints import model_info
 from official_bert.common import cpuinfo
 from official_bert.export import export_classifier, export_encoder, precision
 from official_bert.training import accelerators
@@ -75,6 +88,8 @@ flags.DEFINE_enum("server_onednn", "default", ["default", "on", "off"],
                   "TensorFlow's oneDNN kernels in the serving process: 'default' leaves "
                   "TF_ENABLE_ONEDNN_OPTS unset there, as in a server started without it (on for "
                   "CPUs with VNNI, AVX512-BF16 or AMX); 'on' or 'off' sets it to 1 or 0.")
+flags.DEFINE_list("formats", [], "Also time the classifier as LiteRT and ONNX files "
+                  "(format_serving.py), and Hugging Face through ONNX Runtime.")
 flags.DEFINE_integer("latency_calls", 50, "Calls at batch 1 for p50 and p99.")
 flags.DEFINE_float("seconds", 3.0, "Timed seconds per throughput cell (at least two calls).")
 flags.DEFINE_string("vocab_file", "../shared/data/vocab/bert-base-uncased-vocab.txt",
@@ -208,6 +223,7 @@ def keras_rate(model, batch, seq, calls, seconds):
 
 
 TORCH_SCRIPT = pathlib.Path(__file__).resolve().parent / "torch_serving.py"
+HF_ONNX_SCRIPT = pathlib.Path(__file__).resolve().parent / "hf_onnx_serving.py"
 # Fixed ids on which the Hugging Face model's outputs must match the encoder's.
 CHECK_IDS = [[2, 7, 9, 11, 13, 3]]
 
@@ -227,6 +243,34 @@ def torch_rows(encoder, batches, seq, seconds, workdir):
   return hf_bridge.run_torch(python, TORCH_SCRIPT,
                              {"weights": path, "config": config, "cells": cells,
                               "check_ids": CHECK_IDS, "seconds": seconds})
+
+
+def format_rows(model, batches, seq, calls, seconds, workdir, common, notes):
+  """The rows of `--formats`: ours as LiteRT and ONNX files, Hugging Face through ONNX Runtime."""
+  found = [dict(row, **common, xla=None, signature="token ids", peak=None)
+           for row in format_serving.rows(model, model_info(model), seq, batches, calls, seconds,
+                                          workdir, FLAGS.formats)]
+  python = hf_bridge.find_torch_python(FLAGS.torch_python)
+  if python is None:
+    return found
+  config = model.encoder.config.to_dict()
+  shapes = hf_bridge.run_torch(python, HF_ONNX_SCRIPT, {"names": True, "config": config})
+  path = os.path.join(workdir, "hf_weights.npz")
+  np.savez(path, **hf_bridge.hf_weights(model.encoder, shapes))
+  answer = hf_bridge.run_torch(python, HF_ONNX_SCRIPT, {
+      "weights": path, "config": config, "check_ids": CHECK_IDS, "calls": calls,
+      "seconds": seconds, "cells": [{"batch": batch, "seq": seq} for batch in batches]})
+  for cell in answer["cells"]:
+    found.append(dict(cell, **common, xla=None, signature="token ids", peak=None))
+  notes.append("HF through ONNX Runtime: " + ", ".join(
+      f"{precision} max |HF - ours| {check_same_weights(model.encoder, {'check': check}):.1e}"
+      for precision, check in answer["check"].items())
+      + f"; onnxruntime {answer['versions']['onnxruntime']}")
+  for row in found:
+    if "error" in row and row["batch"] == batches[0]:
+      notes.append(f"{row['model']} {row['dtype']}: max |logits - Keras float32| "
+                   f"{row['error']:.1e}")
+  return found
 
 
 def check_same_weights(encoder, answer):
@@ -298,6 +342,9 @@ def main(argv):
           rows.append(dict(keras_rate(keras_model, batch, seq, latency_calls, seconds), **common,
                            batch=batch, model="classifier Keras", dtype=dtype, xla=False,
                            signature="in-process", peak=peaks[dtype]))
+      if FLAGS.formats:
+        rows += format_rows(model, [1] + batch_sizes, seq, latency_calls, seconds, workdir,
+                            common, notes)
       answer = torch_rows(model.encoder, [1] + batch_sizes, seq, seconds, workdir)
       for dtype in FLAGS.dtypes:
         for compiled in (False, True):
@@ -355,10 +402,11 @@ def print_table(rows):
                         "serve_token_ids"))
       share = f"{max(0.0, 1 - r['rate'] / ids['rate']):7.0%}" if ids else ""
     xla = "-" if r["xla"] is None else "on" if r["xla"] else "off"
+    peak_share = f"{gflops * 1e9 / r['peak']:7.1%}" if r["peak"] else f"{'':>7}"
     print(f"{head} {xla:>4}  {r['signature']:<15} {r['first'] * 1e3:7.1f} {latency} "
-          f"{r['rate']:8.1f} {gflops:8.1f} {gflops * 1e9 / r['peak']:7.1%}  {share}")
-  for dtype in sorted({r["dtype"] for r in rows}):
-    peaks = sorted({r["peak"] for r in rows if r["dtype"] == dtype})
+          f"{r['rate']:8.1f} {gflops:8.1f} {peak_share}  {share}")
+  for dtype in sorted({r["dtype"] for r in rows if r["peak"]}):
+    peaks = sorted({r["peak"] for r in rows if r["dtype"] == dtype and r["peak"]})
     print(f"{dtype} tf.matmul peak in the serving processes: {peaks[0] / 1e9:.0f} to "
           f"{peaks[-1] / 1e9:.0f} GFLOP/s (each row's share is of its dtype's peak in its run)")
 

@@ -206,7 +206,7 @@ def _text_functions(model, info, packer):
           "serve_text_pair": (lambda text_a, text_b: encode(text_a, text_b), pair_specs)}
 
 
-def _concrete(key, function, specs):
+def concrete_function(key, function, specs):
   """The function traced on `specs`, its variables folded into constants, named `key`.
 
   Keras keeps the model's variables as resources, which the converter would keep as LiteRT
@@ -246,7 +246,7 @@ def convert(model, info, *, max_seq_length, do_lower_case):
   model = formats.portable_model(model)
   packer = LiteRtTextPacker(info.vocab_file, do_lower_case, max_seq_length)
   functions = _text_functions(model, info, packer)
-  concrete = [_concrete(key, *value) for key, value in functions.items()]
+  concrete = [concrete_function(key, *value) for key, value in functions.items()]
   converter = tf.lite.TFLiteConverter.from_concrete_functions(concrete, tf.Module())
   converter.allow_custom_ops = True  # tensorflow-text's kernels, registered by the interpreter
   flatbuffer = converter.convert()
