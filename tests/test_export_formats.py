@@ -143,6 +143,21 @@ def test_onnx_takes_token_ids_and_matches_the_saved_model(exports):
   np.testing.assert_array_equal(got["label_id"], want["label_id"].numpy())
 
 
+def test_onnx_int8_quantizes_the_products_and_stays_close(exports, tmp_path):
+  import onnx  # pylint: disable=import-outside-toplevel
+
+  path = export_model_dir_as(exports["model_dir"], tmp_path / "int8.onnx", format="onnx",
+                             precision="int8")
+  operators = {node.op_type for node in onnx.load(str(path)).graph.node}
+  assert operators & {"DynamicQuantizeMatMul", "MatMulInteger"}, operators
+  packer = signatures.TextPacker(exports["vocab"], True, SEQ, ())
+  inputs = {k: v.numpy() for k, v in packer(tf.constant([p[0] for p in PAIRS]),
+                                            tf.constant([p[1] for p in PAIRS])).items()}
+  int8, = onnxruntime.InferenceSession(str(path)).run(["logits"], inputs)
+  float32, = onnxruntime.InferenceSession(str(exports["onnx"])).run(["logits"], inputs)
+  np.testing.assert_allclose(int8, float32, atol=0.05)
+
+
 def test_litert_encoder_has_both_text_signatures(tmp_path):
   vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
   encoder = BertEncoder(tiny_bert_config(len(VOCAB), max_position_embeddings=32))

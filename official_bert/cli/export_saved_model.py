@@ -36,6 +36,9 @@ def define_flags():
                     "saved_model: a SavedModel folder (raw text, token ids, tf.Examples in); "
                     "litert: one .tflite file with the tokenizer inside (raw text in); onnx: one "
                     ".onnx file (token ids in).")
+  flags.DEFINE_enum("precision", "float32", list(export.PRECISIONS),
+                    "For --format=litert|onnx: float32, or int8 (dynamic: int8 weights of the "
+                    "matrix products, activations quantized per call; no calibration).")
   flags.DEFINE_integer("max_seq_length", None,
                        "Sequence length of the raw-text signatures. Default: the one of training, "
                        "or 128 for a pre-trained folder.")
@@ -78,13 +81,17 @@ def _check_paths():
 
 def main():
   _check_paths()
+  if FLAGS.format == "saved_model" and FLAGS.precision != "float32":
+    raise export.FormatError("--precision is for --format=litert|onnx; a SavedModel takes "
+                             "--dtype=float32|bfloat16.")
   if FLAGS.format != "saved_model":
     if FLAGS.dtype != "float32" or FLAGS.jit_compile is not None or FLAGS.buckets is not None:
       raise export.FormatError(f"--dtype, --jit_compile and --buckets are SavedModel settings; "
                                f"--format={FLAGS.format} exports float32 at max_seq_length.")
     export.export_model_dir_as(FLAGS.model_dir, FLAGS.export_dir, format=FLAGS.format,
                                max_seq_length=FLAGS.max_seq_length,
-                               do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite)
+                               do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite,
+                               precision=FLAGS.precision)
     return
   export.export_model_dir(FLAGS.model_dir, FLAGS.export_dir, max_seq_length=FLAGS.max_seq_length,
                           do_lower_case=FLAGS.do_lower_case, overwrite=FLAGS.overwrite,

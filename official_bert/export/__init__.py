@@ -10,6 +10,7 @@ a LiteRT file with the tokenizer inside or an ONNX file instead (`formats.py`).
 
 from official_bert.export.formats import (
   FORMATS,
+  PRECISIONS,
   ExportFileError,
   FormatError,
   export_model_dir_as,
@@ -32,7 +33,8 @@ from official_bert.export.saved_model import (
 )
 
 __all__ = [
-    "FORMATS", "ExportFileError", "FormatError", "export_model_dir_as", "export_task_model_as",
+    "FORMATS", "PRECISIONS", "ExportFileError", "FormatError", "export_model_dir_as",
+    "export_task_model_as",
     "SERVING_DTYPES", "default_jit_compile", "serving_dtype", "export_classifier",
     "export_encoder", "export_model_dir", "export_multiple_choice", "export_span_labeler",
     "export_task_model", "export_token_classifier", "trained_dtype",

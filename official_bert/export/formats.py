@@ -43,6 +43,8 @@ from official_bert.models import (
 from official_bert.networks import BertEncoder
 
 FORMATS = ("saved_model", "litert", "onnx")
+# The precisions of the one-file formats; int8 quantizes the weights of the matrix products.
+PRECISIONS = ("float32", "int8")
 # The modules an export to a format imports, and the extra that installs them.
 _REQUIREMENTS = {"litert": (("ai_edge_litert",), "litert"),
                  "onnx": (("tf2onnx", "onnx"), "onnx")}
@@ -196,8 +198,14 @@ def _writer(format):  # pylint: disable=redefined-builtin
   return {"litert": litert, "onnx": onnx}[format]
 
 
+def check_precision(precision):
+  """Refuses a precision that is not one of `PRECISIONS`."""
+  if precision not in PRECISIONS:
+    raise FormatError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+
+
 def export_task_model_as(model, info, path, *, format, max_seq_length=None,  # pylint: disable=redefined-builtin
-                         do_lower_case=None, overwrite=False):
+                         do_lower_case=None, overwrite=False, precision="float32"):
   """Writes a LiteRT or ONNX export of an in-memory model (see the module docstring).
 
   Args:
@@ -209,10 +217,13 @@ def export_task_model_as(model, info, path, *, format, max_seq_length=None,  # p
       else 128.
     do_lower_case: overrides `info.do_lower_case` (LiteRT's tokenizer needs one of them).
     overwrite: replace an earlier export of this package at `path`.
+    precision: `float32`, or `int8` (dynamic int8: the weights of the matrix products in int8,
+      activations quantized per call; no calibration).
 
   Returns:
     `path`.
   """
+  check_precision(precision)
   writer = _writer(format)
   writer.check_kind(info)
   check_output_file(path, format, overwrite, writer.is_ours)
@@ -220,11 +231,11 @@ def export_task_model_as(model, info, path, *, format, max_seq_length=None,  # p
   if do_lower_case is None:
     do_lower_case = info.do_lower_case
   return writer.export(model, info, path, max_seq_length=max_seq_length,
-                       do_lower_case=do_lower_case)
+                       do_lower_case=do_lower_case, precision=precision)
 
 
 def export_model_dir_as(model_dir, path, *, format, max_seq_length=None,  # pylint: disable=redefined-builtin
-                        do_lower_case=None, overwrite=False):
+                        do_lower_case=None, overwrite=False, precision="float32"):
   """Exports a model folder as a LiteRT or ONNX file: `export_saved_model.py --format`.
 
   Everything that can be checked without the model is checked first: the format's packages,
@@ -237,6 +248,7 @@ def export_model_dir_as(model_dir, path, *, format, max_seq_length=None,  # pyli
     max_seq_length: overrides the folder's `max_seq_length` (default 128 when it has none).
     do_lower_case: overrides the folder's `do_lower_case`.
     overwrite: replace an earlier export of this package at `path`.
+    precision: `float32` or `int8` (see `export_task_model_as`).
 
   Returns:
     `path`.
@@ -245,6 +257,7 @@ def export_model_dir_as(model_dir, path, *, format, max_seq_length=None,  # pyli
 
     export_model_dir_as("/tmp/mrpc_output", "/tmp/mrpc.tflite", format="litert")
   """
+  check_precision(precision)
   writer = _writer(format)
   check_output_file(path, format, overwrite, writer.is_ours)
   model, info = checkpoints.load_model(model_dir, dtype="float32")
@@ -253,4 +266,5 @@ def export_model_dir_as(model_dir, path, *, format, max_seq_length=None,  # pyli
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(do_lower_case, os.fspath(model_dir))
   return export_task_model_as(model, info, path, format=format, max_seq_length=max_seq_length,
-                              do_lower_case=do_lower_case, overwrite=overwrite)
+                              do_lower_case=do_lower_case, overwrite=overwrite,
+                              precision=precision)

@@ -227,7 +227,7 @@ def concrete_function(key, function, specs):
   return tf.function(named, input_signature=specs, autograph=False).get_concrete_function()
 
 
-def convert(model, info, *, max_seq_length, do_lower_case):
+def convert(model, info, *, max_seq_length, do_lower_case, precision="float32"):
   """The `.tflite` bytes of a model's raw-text signatures, with this package's mark.
 
   Args:
@@ -235,6 +235,8 @@ def convert(model, info, *, max_seq_length, do_lower_case):
     info: its `checkpoints.ModelInfo`, with `vocab_file`.
     max_seq_length: the packed length.
     do_lower_case: whether the model is uncased.
+    precision: `float32`, or `int8`: LiteRT's dynamic-range quantization (int8 weights of the
+      products, activations quantized per call by XNNPACK).
   """
   check_kind(info)
   if info.vocab_file is None or do_lower_case is None:
@@ -249,9 +251,12 @@ def convert(model, info, *, max_seq_length, do_lower_case):
   concrete = [concrete_function(key, *value) for key, value in functions.items()]
   converter = tf.lite.TFLiteConverter.from_concrete_functions(concrete, tf.Module())
   converter.allow_custom_ops = True  # tensorflow-text's kernels, registered by the interpreter
+  if precision == "int8":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
   flatbuffer = converter.convert()
   return _with_mark(flatbuffer, {"kind": info.kind, "max_seq_length": max_seq_length,
-                                    "do_lower_case": bool(do_lower_case)})
+                                    "do_lower_case": bool(do_lower_case),
+                                    "precision": precision})
 
 
 def _with_mark(flatbuffer, mark):
@@ -287,11 +292,11 @@ def is_ours(data):
     return False
 
 
-def export(model, info, path, *, max_seq_length, do_lower_case):
+def export(model, info, path, *, max_seq_length, do_lower_case, precision="float32"):
   """Writes the `.tflite` file of `convert` to `path` whole.
 
   Returns:
     `path`.
   """
   return formats.write_file(path, convert(model, info, max_seq_length=max_seq_length,
-                                          do_lower_case=do_lower_case))
+                                          do_lower_case=do_lower_case, precision=precision))

@@ -17,6 +17,8 @@ id past the vocabulary fails in ONNX Runtime's gather).
 
 import json
 import logging
+import os
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -47,13 +49,16 @@ def check_kind(info):
                               f"{info.kind!r}; the kinds are {', '.join(formats.TOKEN_ID_KINDS)}.")
 
 
-def convert(model, info, *, max_seq_length):
+def convert(model, info, *, max_seq_length, precision="float32"):
   """The `.onnx` bytes of a model's token-id signature, with this package's mark.
 
   Args:
     model: the model (any dtype and kernels: its portable copy is converted).
     info: its `checkpoints.ModelInfo`.
     max_seq_length: the length the model was trained at, recorded in the mark for clients.
+    precision: `float32`, or `int8`: ONNX Runtime's BERT fusions, then its dynamic
+      quantization (int8 weights of the matrix products, activations quantized per call), the
+      fastest int8 measured (`benchmarks/serving_throughput.py --formats`).
   """
   import tf2onnx  # pylint: disable=import-outside-toplevel
 
@@ -73,11 +78,30 @@ def convert(model, info, *, max_seq_length):
   proto, _ = tf2onnx.convert.from_function(
       function, input_signature=specs, opset=OPSET,
       custom_op_handlers={"Erfc": (_erfc_as_one_minus_erf, [])})
+  if precision == "int8":
+    proto = _int8(proto, model.config)
   mark = proto.metadata_props.add()
   mark.key = formats.MARK
   mark.value = json.dumps({"format": "official_bert ONNX", "kind": info.kind,
-                           "max_seq_length": max_seq_length})
+                           "max_seq_length": max_seq_length, "precision": precision})
   return proto.SerializeToString()
+
+
+def _int8(proto, config):
+  """`proto` after ONNX Runtime's BERT fusions and dynamic int8 quantization."""
+  import onnx  # pylint: disable=import-outside-toplevel
+  from onnxruntime import quantization  # pylint: disable=import-outside-toplevel
+  from onnxruntime.transformers import optimizer  # pylint: disable=import-outside-toplevel
+
+  fused = optimizer.optimize_model(proto, model_type="bert_tf",
+                                   num_heads=config.num_attention_heads,
+                                   hidden_size=config.hidden_size).model
+  with tempfile.TemporaryDirectory() as workdir:
+    path = os.path.join(workdir, "int8.onnx")
+    quantization.quantize_dynamic(fused, path, weight_type=quantization.QuantType.QInt8,
+                                  # The fused operators' outputs have no inferred type.
+                                  extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return onnx.load(path)
 
 
 def is_ours(data):
@@ -91,7 +115,7 @@ def is_ours(data):
   return any(prop.key == formats.MARK for prop in proto.metadata_props)
 
 
-def export(model, info, path, *, max_seq_length, do_lower_case=None):
+def export(model, info, path, *, max_seq_length, do_lower_case=None, precision="float32"):
   """Writes the `.onnx` file of `convert` to `path` whole (`do_lower_case` is the client's
   tokenizer's, not the file's).
 
@@ -99,4 +123,5 @@ def export(model, info, path, *, max_seq_length, do_lower_case=None):
     `path`.
   """
   del do_lower_case
-  return formats.write_file(path, convert(model, info, max_seq_length=max_seq_length))
+  return formats.write_file(path, convert(model, info, max_seq_length=max_seq_length,
+                                          precision=precision))
