@@ -1,7 +1,6 @@
 """Dropout through the layer's kernels, with a different mask on each replica."""
 
 import keras
-import tensorflow as tf
 
 from official_bert import ops
 
@@ -15,11 +14,12 @@ class Dropout(keras.layers.Dropout):
   """`keras.layers.Dropout` whose masks come from its kernels' `dropout`.
 
   The seeds (the layer's `SeedGenerator`, saved with the trainer's checkpoints), the rate and the
-  scaling are Keras'. Two things differ: the mask is drawn by the kernels' `dropout` (the
-  `stock` form is TensorFlow's stateless dropout; `cpu_xla` hashes each element's position, see
-  `official_bert.ops.cpu_xla.dropout`), and the seed is offset by the replica's index under a
-  `tf.distribute` strategy, whose replicas share the mirrored seed state and would otherwise
-  drop the same positions of their own batches.
+  scaling are Keras'. On TensorFlow two things differ: the mask is drawn by the kernels'
+  `dropout` (the `stock` form is TensorFlow's stateless dropout; `cpu_xla` hashes each element's
+  position, see `official_bert.ops.cpu_xla.dropout`), and the seed is offset by the replica's
+  index under a `tf.distribute` strategy, whose replicas share the mirrored seed state and would
+  otherwise drop the same positions of their own batches. On JAX and PyTorch it is Keras'
+  dropout.
 
   Args:
     rate: fraction of the inputs to drop.
@@ -29,8 +29,8 @@ class Dropout(keras.layers.Dropout):
   Example:
 
   >>> layer = Dropout(0.5, seed=1)
-  >>> outputs = layer(tf.ones((4, 1000)), training=True)
-  >>> sorted(set(outputs.numpy().ravel().tolist()))
+  >>> outputs = layer(keras.ops.ones((4, 1000)), training=True)
+  >>> sorted(set(keras.ops.convert_to_numpy(outputs).ravel().tolist()))
   [0.0, 2.0]
   """
 
@@ -40,7 +40,8 @@ class Dropout(keras.layers.Dropout):
     self._kernels = ops.kernels(kernels)
 
   def call(self, inputs, training=False):
-    if not training or self.rate == 0 or self.noise_shape is not None:
+    if (not training or self.rate == 0 or self.noise_shape is not None
+        or keras.backend.backend() != "tensorflow"):
       return super().call(inputs, training=training)
     return self._kernels.dropout(inputs, self.rate, self.next_seed())
 
@@ -55,6 +56,7 @@ class Dropout(keras.layers.Dropout):
 
 def _replica_seed(state):
   """The int32 `[2]` seed of this replica from a Keras seed generator's int64 state."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   replica = tf.distribute.get_replica_context()
   if replica is not None:
     offset = tf.cast(replica.replica_id_in_sync_group, tf.int64) * _REPLICA_STRIDE

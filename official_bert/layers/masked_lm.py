@@ -2,7 +2,6 @@
 
 import keras
 from keras import ops
-import tensorflow as tf
 
 from official_bert import ops as kernel_ops
 from official_bert.layers.activations import canonical_activation, get_activation
@@ -79,10 +78,10 @@ class MaskedLMHead(keras.layers.Layer):
       logits = ops.matmul(hidden, kernel) + weight_copies.read(self.output_bias, self.compute_dtype)
       return ops.cast(logits, "float32")
     logits = self._kernels.project_onto_table(
-        tf.reshape(hidden, [-1, self.hidden_size]),
+        ops.reshape(hidden, (-1, self.hidden_size)),
         weight_copies.read(self.embedding.embeddings, self.compute_dtype),
         weight_copies.read(self.output_bias, self.compute_dtype))
-    logits = tf.reshape(logits, tf.concat([tf.shape(hidden)[:-1], [self.vocab_size]], 0))
+    logits = ops.reshape(logits, (*ops.shape(hidden)[:-1], self.vocab_size))
     return ops.cast(logits, "float32")
 
   def compute_output_shape(self, sequence_output_shape, positions_shape):

@@ -8,6 +8,7 @@ from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import INPUT_NAMES
+from official_bert.networks.functional import FunctionalModel
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -28,7 +29,7 @@ class MergeChoices(keras.layers.Layer):
 
 @registry.register("multiple_choice")
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(FunctionalModel):
   """BERT that reads each (context, choice) pair and applies a softmax over the choices.
 
   Every choice is encoded on its own; one dense unit scores its pooled `[CLS]` vector, and the
@@ -100,4 +101,5 @@ class BertMultipleChoice(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    # A config saved on TensorFlow may name kernels that this backend lacks (`ops.loadable`).
+    return cls(**dict(config, kernels=kernel_ops.loadable(config.get("kernels"), cls.__name__)))

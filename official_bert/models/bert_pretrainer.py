@@ -8,11 +8,12 @@ from official_bert.layers.classification_head import ClassificationHead
 from official_bert.layers.masked_lm import MaskedLMHead
 from official_bert.models._base import encode, resolve_encoder, task_config
 from official_bert.networks.bert_encoder import INPUT_NAMES, encoder_inputs
+from official_bert.networks.functional import FunctionalModel
 
 
 @registry.register("pretrainer")
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(FunctionalModel):
   """BERT with its two pre-training heads; the MLM output projection shares the word embeddings.
 
   Args:
@@ -86,4 +87,5 @@ class BertPretrainer(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    # A config saved on TensorFlow may name kernels that this backend lacks (`ops.loadable`).
+    return cls(**dict(config, kernels=kernel_ops.loadable(config.get("kernels"), cls.__name__)))

@@ -7,11 +7,12 @@ from official_bert.common import registry
 from official_bert.layers.classification_head import SpanHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import encoder_inputs
+from official_bert.networks.functional import FunctionalModel
 
 
 @registry.register("span_labeler")
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertSpanLabeler(keras.Model):
+class BertSpanLabeler(FunctionalModel):
   """BERT with a two-unit dense layer on every position: answer start and end scores (SQuAD).
 
   Args:
@@ -70,4 +71,5 @@ class BertSpanLabeler(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    # A config saved on TensorFlow may name kernels that this backend lacks (`ops.loadable`).
+    return cls(**dict(config, kernels=kernel_ops.loadable(config.get("kernels"), cls.__name__)))

@@ -7,11 +7,12 @@ from official_bert.common import registry
 from official_bert.layers.classification_head import ClassificationHead
 from official_bert.models._base import encode, resolve_encoder, resolve_head, task_config
 from official_bert.networks.bert_encoder import encoder_inputs
+from official_bert.networks.functional import FunctionalModel
 
 
 @registry.register("token_classifier")
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(FunctionalModel):
   """BERT with one dense layer on every position of the sequence output.
 
   Args:
@@ -76,4 +77,5 @@ class BertTokenClassifier(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    # A config saved on TensorFlow may name kernels that this backend lacks (`ops.loadable`).
+    return cls(**dict(config, kernels=kernel_ops.loadable(config.get("kernels"), cls.__name__)))

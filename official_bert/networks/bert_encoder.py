@@ -7,6 +7,7 @@ from official_bert.common import registry
 from official_bert.configs import BertConfig
 from official_bert.layers.embeddings import BertEmbeddings
 from official_bert.layers.transformer_block import TransformerBlock
+from official_bert.networks.functional import FunctionalModel
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -19,7 +20,7 @@ def encoder_inputs(name_prefix=""):
 
 @registry.register("encoder")
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertEncoder(keras.Model):
+class BertEncoder(FunctionalModel):
   """The bidirectional transformer encoder of BERT (Devlin et al., 2018).
 
   Args:
@@ -114,4 +115,5 @@ class BertEncoder(keras.Model):
 
   @classmethod
   def from_config(cls, config):
-    return cls(**config)
+    # A config saved on TensorFlow may name kernels that this backend lacks (`ops.loadable`).
+    return cls(**dict(config, kernels=kernel_ops.loadable(config.get("kernels"), cls.__name__)))

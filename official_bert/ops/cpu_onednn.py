@@ -199,7 +199,8 @@ def sparse_softmax_cross_entropy(labels, logits):
   """
   classes = logits.shape[-1]
   if classes is None or classes < _COMPILED_CROSS_ENTROPY_MIN_CLASSES:
-    return stock.sparse_softmax_cross_entropy(labels, logits)
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(labels, tf.int32),
+                                                          tf.cast(logits, tf.float32))
   return _compiled_cross_entropy(tf.cast(logits, tf.float32), tf.cast(labels, tf.int32))
 
 
@@ -230,7 +231,7 @@ def project_onto_table(hidden, table, bias):
   ('float32', [[2.5, 2.0, 1.5]])
   """
   if hidden.dtype != tf.bfloat16:
-    return stock.project_onto_table(hidden, table, bias)
+    return tf.matmul(hidden, table, transpose_b=True) + bias  # no transpose of the table
   return _add_bias_in_float32(tf.matmul(hidden, table, transpose_b=True), bias)
 
 

@@ -5,17 +5,58 @@ Each was measured on BERT training steps compiled by XLA for a 2-core CPU
 same function as its stock form, which `tests/test_ops.py` checks, forward and backward.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from official_bert.ops import stock
-from official_bert.ops.stock import label_logits
 
-# This backend's forms of these kernels are the stock ones. (An explicitly transposed kernel for
-# `TransposedDense` ran 0.98x stock's single product at BERT-Tiny and Mini, 0.87x at Base.)
+# This backend's forms of these kernels are the stock ones.
 layer_norm = stock.layer_norm
 attention = stock.attention
-dense = stock.dense
+
+
+def label_logits(labels, logits):
+  """`stock.label_logits` as one `tf.gather` (the masked-LM metrics share it with the loss).
+
+  Example:
+
+  >>> float(label_logits(tf.constant([1]), tf.constant([[0.5, 2.0]]))[0])
+  2.0
+  """
+  labels = tf.cast(labels, tf.int32)
+  return tf.gather(tf.cast(logits, tf.float32), labels[..., None],
+                   batch_dims=labels.shape.rank)[..., 0]
+
+
+def matmul_transposed(inputs, kernel):
+  """`stock.matmul_transposed` as one 2-D product over all leading axes.
+
+  (`tf.einsum("...i,oi->...o")`, the same function, compiled under XLA for CPU about 200 times
+  slower than this at BERT's shapes; an explicitly transposed kernel ran 0.98x this product at
+  BERT-Tiny and Mini, 0.87x at Base.)
+  """
+  return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [1]])
+
+
+def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False,
+          residual=None):
+  """`stock.dense`, a transposed kernel's product as `matmul_transposed`.
+
+  Example:
+
+  >>> float(dense(tf.ones((1, 2)), tf.ones((1, 2)), tf.constant([0.5]),
+  ...             transpose_kernel=True)[0, 0])
+  2.5
+  """
+  del training  # one form
+  if transpose_kernel:
+    outputs = matmul_transposed(inputs, kernel)
+  else:
+    outputs = keras.ops.matmul(inputs, kernel)
+  outputs = outputs if bias is None else outputs + bias
+  outputs = outputs if activation is None else activation(outputs)
+  return outputs if residual is None else outputs + residual
 # XLA fuses the stock composition of the layers' own forms.
 project_dropout_add_layer_norm = stock.project_dropout_add_layer_norm
 

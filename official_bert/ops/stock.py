@@ -1,16 +1,22 @@
-"""The stock forms of the backend-specific kernels: plain TensorFlow and Keras, autodiff gradients.
+"""The stock forms of the backend-specific kernels: `keras.ops`, autodiff gradients.
 
-These define each kernel's contract; `cpu_xla.py` computes the same functions another way.
+These define each kernel's contract and run on every Keras backend; `cpu_xla.py` and
+`cpu_onednn.py` compute the same functions another way, in TensorFlow. Two are the engine's and
+TensorFlow's by nature (`dropout` with a replica's stateless seed, `global_norm` of
+`tf.IndexedSlices`).
 """
 
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 def dropout(inputs, rate, seed):
   """Zeroes each element with probability `rate` and scales the others by `1 / (1 - rate)`.
+
+  TensorFlow's stateless dropout: on TensorFlow a `layers.Dropout` passes each replica its own
+  seed; on the other backends it runs Keras' dropout on its seed generator instead.
 
   Args:
     inputs: a float tensor.
@@ -20,6 +26,7 @@ def dropout(inputs, rate, seed):
   Returns:
     A tensor like `inputs`.
   """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return tf.nn.experimental.stateless_dropout(inputs, rate=rate, seed=seed)
 
 
@@ -28,12 +35,11 @@ def label_logits(labels, logits):
 
   Example:
 
-  >>> float(label_logits(tf.constant([1]), tf.constant([[0.5, 2.0]]))[0])
+  >>> float(label_logits(ops.array([1]), ops.array([[0.5, 2.0]]))[0])
   2.0
   """
-  labels = tf.cast(labels, tf.int32)
-  return tf.gather(tf.cast(logits, tf.float32), labels[..., None],
-                   batch_dims=labels.shape.rank)[..., 0]
+  labels = ops.cast(labels, "int32")
+  return ops.take_along_axis(ops.cast(logits, "float32"), labels[..., None], axis=-1)[..., 0]
 
 
 def sparse_softmax_cross_entropy(labels, logits):
@@ -53,8 +59,8 @@ def sparse_softmax_cross_entropy(labels, logits):
   >>> round(float(loss[0]), 4)  # -log(3 / 4)
   0.2877
   """
-  return tf.nn.sparse_softmax_cross_entropy_with_logits(
-      tf.cast(labels, tf.int32), tf.cast(logits, tf.float32))
+  return ops.sparse_categorical_crossentropy(ops.cast(labels, "int32"),
+                                             ops.cast(logits, "float32"), from_logits=True)
 
 
 def project_onto_table(hidden, table, bias):
@@ -63,14 +69,12 @@ def project_onto_table(hidden, table, bias):
   In the dtype of `hidden`; a backend may return float32 logits for bfloat16 inputs, as the
   caller (the masked-LM head) wants them.
   """
-  return tf.matmul(hidden, table, transpose_b=True) + bias
+  return ops.matmul(hidden, ops.transpose(table)) + bias
 
 
 def matmul_transposed(inputs, kernel):
   """`inputs @ kernel^T` over the last axis of `inputs`, with `kernel` of shape `[out, in]`."""
-  # One 2-D product over all leading axes. (`tf.einsum("...i,oi->...o")`, the same function,
-  # compiled under XLA for CPU about 200 times slower than this at BERT's shapes.)
-  return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [1]])
+  return ops.matmul(inputs, ops.transpose(kernel))
 
 
 def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, training=False,
@@ -91,13 +95,13 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
 
   Example:
 
-  >>> float(dense(tf.ones((1, 2)), tf.ones((2, 1)), tf.constant([0.5]))[0, 0])
+  >>> float(dense(ops.ones((1, 2)), ops.ones((2, 1)), ops.array([0.5]))[0, 0])
   2.5
   """
   if transpose_kernel:
     outputs = matmul_transposed(inputs, kernel)
   else:
-    outputs = keras.ops.matmul(inputs, kernel)
+    outputs = ops.matmul(inputs, kernel)
   outputs = outputs if bias is None else outputs + bias
   outputs = outputs if activation is None else activation(outputs)
   return outputs if residual is None else outputs + residual
@@ -118,12 +122,12 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
 
   Example:
 
-  >>> [round(v, 3) for v in layer_norm(tf.constant([[1.0, 3.0]]), tf.ones(2), tf.zeros(2),
-  ...                                  1e-12)[0].numpy().tolist()]
+  >>> outputs = layer_norm(ops.array([[1.0, 3.0]]), ops.ones(2), ops.zeros(2), 1e-12)
+  >>> [round(v, 3) for v in ops.convert_to_numpy(outputs)[0].tolist()]
   [-1.0, 1.0]
   """
   del training  # one form
-  return keras.ops.layer_normalization(tf.cast(inputs, gamma.dtype), gamma, beta, -1, epsilon)
+  return ops.layer_normalization(ops.cast(inputs, gamma.dtype), gamma, beta, -1, epsilon)
 
 
 # Added to the scores of padding positions; large enough that their softmax weight is exactly zero
@@ -149,9 +153,9 @@ def dropout_add_layer_norm(inputs, residual, gamma, beta, epsilon, rate, seed, b
 
   Example:
 
-  >>> outputs = dropout_add_layer_norm(tf.constant([[1.0, 0.0]]), tf.constant([[0.0, 2.0]]),
-  ...                                  tf.ones(2), tf.zeros(2), 1e-12, 0.0, None)
-  >>> [round(v, 3) for v in outputs[0].numpy().tolist()]
+  >>> outputs = dropout_add_layer_norm(ops.array([[1.0, 0.0]]), ops.array([[0.0, 2.0]]),
+  ...                                  ops.ones(2), ops.zeros(2), 1e-12, 0.0, None)
+  >>> [round(v, 3) for v in ops.convert_to_numpy(outputs)[0].tolist()]
   [-1.0, 1.0]
   """
   return compose_dropout_add_layer_norm(dropout, layer_norm, inputs, residual, gamma, beta,
@@ -178,13 +182,13 @@ def project_dropout_add_layer_norm(hidden, projection, residual, dropout, norm, 
   Example:
 
   >>> projection, norm = keras.layers.Dense(2), keras.layers.LayerNormalization(epsilon=1e-12)
-  >>> outputs = project_dropout_add_layer_norm(tf.ones((1, 3)), projection, tf.ones((1, 2)),
+  >>> outputs = project_dropout_add_layer_norm(ops.ones((1, 3)), projection, ops.ones((1, 2)),
   ...                                          keras.layers.Dropout(0.1), norm)
   >>> tuple(outputs.shape)
   (1, 2)
   """
   outputs = dropout(projection(hidden), training=training)
-  return keras.ops.cast(norm(residual + outputs, training=training), residual.dtype)
+  return ops.cast(norm(residual + outputs, training=training), residual.dtype)
 
 
 def compose_dropout_add_layer_norm(dropout_fn, layer_norm_fn, inputs, residual, gamma, beta,
@@ -215,10 +219,9 @@ def attention(query_key_value, mask, num_heads, dropout, training=False):
 
   Example:
 
-  >>> tuple(attention(tf.ones((2, 5, 12)), tf.ones((2, 5)), 2, lambda p, training: p).shape)
+  >>> tuple(attention(ops.ones((2, 5, 12)), ops.ones((2, 5)), 2, lambda p, training: p).shape)
   (2, 5, 4)
   """
-  ops = keras.ops
   dtype = query_key_value.dtype
   batch, seq = ops.shape(query_key_value)[0], ops.shape(query_key_value)[1]
   hidden = query_key_value.shape[-1] // 3
@@ -251,20 +254,23 @@ def gelu_tanh(x):
   activation can tell the two apart (`official_bert.layers.activations` names them).
   """
   # `x * x * x` rather than a power: one fused multiply chain, and no `pow` kernel.
-  return 0.5 * x * (1.0 + keras.ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
+  return 0.5 * x * (1.0 + ops.tanh(_SQRT_TWO_OVER_PI * (x + 0.044715 * (x * x * x))))
 
 
 def global_norm(tensors):
   """The Euclidean norm of all `tensors` together (float32); None entries are skipped.
+
+  The training engine's (TensorFlow's), as its gradients may be `tf.IndexedSlices`.
 
   Args:
     tensors: a list of tensors or `tf.IndexedSlices` (their values count).
 
   Example:
 
-  >>> float(global_norm([tf.ones([2, 32]), tf.constant([6.0])]))
+  >>> float(global_norm([ops.ones([2, 32]), ops.array([6.0])]))
   10.0
   """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   values = [tf.cast(t.values if isinstance(t, tf.IndexedSlices) else t, tf.float32)
             for t in tensors if t is not None]
   return tf.linalg.global_norm(values) if values else tf.constant(0.0)

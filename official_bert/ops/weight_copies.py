@@ -50,7 +50,8 @@ def read(variable, dtype):
     A tensor of `dtype`.
   """
   copy = _reading.copy_of(variable) if _reading is not None else None
-  if copy is not None and copy.dtype == tf.as_dtype(dtype):
+  standardize = keras.backend.standardize_dtype
+  if copy is not None and standardize(copy.dtype) == standardize(dtype):
     return copy.read_value()
   return keras.ops.cast(variable, dtype)
 

@@ -18,7 +18,7 @@ from official_bert.checkpoints import export_pretrained_dir
 from official_bert.common import file_io
 from official_bert.models.bert_pretrainer import BertPretrainer
 from official_bert.models.losses import pretraining_losses, sparse_softmax_cross_entropy
-from official_bert.ops.stock import label_logits
+from official_bert.ops.cpu_xla import label_logits
 from official_bert.pretraining.dynamic_masking import DynamicMasking
 from official_bert.pretraining.reader import pretraining_dataset
 from official_bert.tasks import base, experiment

@@ -83,6 +83,8 @@ class EngineConfig:
       raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
     if self.kernels not in ops.CHOICES:
       raise ValueError(f"kernels must be one of {', '.join(ops.CHOICES)}, got {self.kernels!r}.")
+    if self.kernels in ops.TENSORFLOW_ONLY:
+      ops.kernels(self.kernels, argument="--kernels")  # refused on another Keras backend
     if self.distribution_strategy not in distribution.STRATEGIES:
       raise ValueError(f"distribution_strategy must be one of "
                        f"{', '.join(distribution.STRATEGIES)}, got {self.distribution_strategy!r}.")
