@@ -12,6 +12,8 @@ again. Each line printed names a library, the instruction set it is for, its com
 beyond TensorFlow's and the time it took.
 """
 
+import concurrent.futures
+
 from absl import flags
 
 from official_bert.cli.launch import launch
@@ -39,8 +41,12 @@ def main():
   if level != native.isa():
     print(f"Building for {level}; this CPU's level is {native.isa()}: a run here loads only "
           f"builds for {native.isa()}.")
-  for source in native.SOURCES:
-    built = native.build(source, FLAGS.cache_dir, level=level, force=FLAGS.force)
+  # One compiler per kernel at once: the compile is mostly TensorFlow's headers, one core each.
+  with concurrent.futures.ThreadPoolExecutor(len(native.SOURCES)) as pool:
+    builds = list(pool.map(
+        lambda source: native.build(source, FLAGS.cache_dir, level=level, force=FLAGS.force),
+        native.SOURCES))
+  for source, built in zip(native.SOURCES, builds):
     flags_shown = " ".join(native.ISA_LEVELS[level][1]) or "the compiler's defaults"
     if built.seconds:
       print(f"Built {source} for {level} ({flags_shown}) in {built.seconds:.1f} s "

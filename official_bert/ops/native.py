@@ -171,7 +171,10 @@ def build(source, directory=None, compiler=None, level=None, force=False):
   if level not in ISA_LEVELS:
     raise UserError(f"unknown instruction set {level!r}: choose one of {', '.join(ISA_LEVELS)}")
   library = library_path(source, directory, level)
-  problem = "forced" if force else check(source, directory, level)
+  if not tf.io.gfile.exists(str(library)):
+    problem = "no build before"
+  else:
+    problem = "forced" if force else check(source, directory, level)
   if problem is None:
     return Built(source, library, level, 0.0, "up to date")
   compiler = compiler or os.environ.get("CXX", "g++")
