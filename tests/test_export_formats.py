@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertEncoder, BertSpanLabeler
+from official_bert import BertClassifier, BertSpanLabeler
 from official_bert.checkpoints import model_info, save_model_dir
 from official_bert.export import (
   ExportFileError,
@@ -156,22 +156,6 @@ def test_onnx_int8_quantizes_the_products_and_stays_close(exports, tmp_path):
   int8, = onnxruntime.InferenceSession(str(path)).run(["logits"], inputs)
   float32, = onnxruntime.InferenceSession(str(exports["onnx"])).run(["logits"], inputs)
   np.testing.assert_allclose(int8, float32, atol=0.05)
-
-
-def test_litert_encoder_has_both_text_signatures(tmp_path):
-  vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
-  encoder = BertEncoder(tiny_bert_config(len(VOCAB), max_position_embeddings=32))
-  info = model_info(encoder, vocab_file=vocab, do_lower_case=True)
-  packer = signatures.TextPacker(vocab, True, 16, ())
-  inputs = packer(tf.constant(["the cat sat"]), tf.constant(["a dog ran"]))
-  want = signatures.encoder_outputs(encoder(inputs, training=False))
-  interpreter = litert.load_interpreter(model_content=litert.convert(
-      encoder, info, max_seq_length=16, do_lower_case=True))
-  assert set(interpreter.get_signature_list()) == {"serving_default", "serve_text_pair"}
-  got = interpreter.get_signature_runner("serve_text_pair")(
-      text_a=np.array(["the cat sat"]), text_b=np.array(["a dog ran"]))
-  _assert_close(got, want, ["sequence_output", "pooled_output", "encoder_outputs"])
-  np.testing.assert_array_equal(got["input_mask"], inputs["input_mask"].numpy())
 
 
 def test_a_format_without_its_packages_names_the_extra(monkeypatch):
