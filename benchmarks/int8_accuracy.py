@@ -1,0 +1,114 @@
+"""What `--precision=int8` costs in accuracy: MiniLM fine-tuned on GLUE, served float32 and int8.
+
+For each task of `--tasks`, MiniLM-L6 (the test fixture's weights, as `glue_benchmark.py` loads
+them) is fine-tuned by the package's classification task on GLUE from `../shared/data/glue`, then
+exported as LiteRT files in float32 and int8 (`export_model_dir_as(..., precision=...)`) and, with
+`--onnx`, as ONNX files; each file classifies the whole dev set from raw text (LiteRT) or the
+package tokenizer's ids (ONNX), and the table gives the dev accuracy of each.
+
+    python benchmarks/int8_accuracy.py --tasks=mrpc,sst2
+"""
+
+import argparse
+import csv
+import os
+import pathlib
+import tempfile
+
+import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# pylint: disable=wrong-import-position
+from glue_benchmark import GLUE, TASKS, minilm_dir, sample_task
+import numpy as np
+import onnxruntime
+import tensorflow as tf
+
+from official_bert import BertConfig
+from official_bert.checkpoints import read_hf_config
+from official_bert.export import export_model_dir_as, litert
+from official_bert.export.signatures import TextPacker
+from official_bert.tasks import classification, driver
+from official_bert.tasks.base import Modes
+from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.training import EngineConfig
+
+# (text columns, label column) of each dev.tsv.
+_DEV_COLUMNS = {"MRPC": ((3, 4), 0), "SST-2": ((0,), 1)}
+
+
+def dev_examples(task):
+  """The texts (one list per segment) and integer labels of the task's dev set."""
+  with open(GLUE / task / "dev.tsv", encoding="utf-8-sig") as f:
+    rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+  columns, label = _DEV_COLUMNS[task]
+  return [[row[c] for row in rows] for c in columns], np.array([int(row[label]) for row in rows])
+
+
+def litert_accuracy(path, texts, labels, batch=32):
+  runner = litert.load_interpreter(model_path=path).get_signature_runner()
+  names = ["text"] if len(texts) == 1 else ["text_a", "text_b"]
+  predicted = []
+  for begin in range(0, len(labels), batch):
+    feed = {name: np.array(column[begin:begin + batch], dtype=object)
+            for name, column in zip(names, texts)}
+    predicted.append(runner(**feed)["label_id"])
+  return float(np.mean(np.concatenate(predicted) == labels))
+
+
+def onnx_accuracy(path, packer, texts, labels, batch=32):
+  session = onnxruntime.InferenceSession(path)
+  predicted = []
+  for begin in range(0, len(labels), batch):
+    inputs = packer(*[tf.constant(column[begin:begin + batch]) for column in texts])
+    predicted.append(session.run(["label_id"], {k: v.numpy() for k, v in inputs.items()})[0])
+  return float(np.mean(np.concatenate(predicted) == labels))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--tasks", default="mrpc,sst2", help="comma-separated: sst2, mrpc")
+  parser.add_argument("--sst2_train_examples", type=int, default=3000)
+  parser.add_argument("--num_train_epochs", type=float, default=2.0)
+  parser.add_argument("--max_seq_length", type=int, default=96)
+  parser.add_argument("--onnx", action="store_true", help="also the ONNX files")
+  args = parser.parse_args()
+  model = minilm_dir()
+  rows = []
+  with tempfile.TemporaryDirectory() as work:
+    work = pathlib.Path(work)
+    config_file = work / "bert_config.json"
+    read_hf_config(model).to_json_file(str(config_file))
+    for key in args.tasks.split(","):
+      task = TASKS[key.strip()]
+      data_dir, _ = sample_task(task, work / "data", args.sst2_train_examples
+                                if task == "SST-2" else 0, 0)
+      output = work / f"{task}_output"
+      driver.run(
+          classification.ClassificationTask(
+              bert_config=BertConfig.from_json_file(config_file),
+              vocab_file=str(model / "vocab.txt"), task_name=task, data_dir=str(data_dir),
+              max_seq_length=args.max_seq_length),
+          ExperimentConfig(output_dir=str(output), init_checkpoint=str(model),
+                           trainer=TrainerConfig(train_batch_size=32, eval_batch_size=64,
+                                                 learning_rate=1e-4,
+                                                 num_train_epochs=args.num_train_epochs),
+                           runtime=EngineConfig(seed=0)),
+          Modes(train=True, eval=False))
+      texts, labels = dev_examples(task)
+      packer = TextPacker(str(model / "vocab.txt"), True, args.max_seq_length, ())
+      for precision in ("float32", "int8"):
+        path = export_model_dir_as(output, work / f"{task}_{precision}.tflite", format="litert",
+                                   precision=precision)
+        rows.append((task, "LiteRT", precision, litert_accuracy(str(path), texts, labels)))
+        if args.onnx:
+          path = export_model_dir_as(output, work / f"{task}_{precision}.onnx", format="onnx",
+                                     precision=precision)
+          rows.append((task, "ONNX", precision, onnx_accuracy(str(path), packer, texts, labels)))
+  print("\n| task | format | precision | dev accuracy (%) |\n|---|---|---|---|")
+  for task, fmt, precision, accuracy in rows:
+    print(f"| {task} | {fmt} | {precision} | {100 * accuracy:.1f} |")
+
+
+if __name__ == "__main__":
+  main()
