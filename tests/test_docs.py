@@ -12,6 +12,7 @@ blocks are not run.
 import ast
 import doctest
 import io
+import os
 import re
 import shutil
 import tokenize
@@ -125,7 +126,14 @@ def test_python_block_runs(page, line, source, inputs, tmp_path, monkeypatch, ca
   shutil.copytree(inputs, tmp_path, dirs_exist_ok=True)
   monkeypatch.chdir(tmp_path)
   code = compile(source, f"{page.relative_to(REPOSITORY)}:{line}", "exec")
-  exec(code, {"__name__": f"docs_block_{line}"})  # noqa: S102  (the block is the test)
+  # A block may set variables for the process it shows (docs/backends.md sets KERAS_BACKEND):
+  # they must not reach the scripts that later tests of this worker start.
+  environment = dict(os.environ)
+  try:
+    exec(code, {"__name__": f"docs_block_{line}"})  # noqa: S102  (the block is the test)
+  finally:
+    os.environ.clear()
+    os.environ.update(environment)
   printed = capsys.readouterr().out.splitlines()
   promised = promised_outputs(source)
   assert len(printed) == len(promised), (

@@ -94,7 +94,12 @@ def _without_copies(optimizer, variables, **choice):
                                 choice["global_norm"])
 
 
-def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path):
+def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path, native_kernels):
+  # Both steps as a user who built the kernels runs them (`bert-build-kernels`): the fused
+  # element-wise kernels round as the casting step does; their XLA forms drift by a few bfloat16
+  # units in the last place over three steps.
+  if native_kernels is not None:
+    pytest.skip(f"no C++ compiler to build the kernels: {native_kernels}")
   cast = _trainer(tmp_path / "cast")
   copied = _trainer(tmp_path / "copies")
   batches = fixed_pretraining_batch(CONFIG.vocab_size)
