@@ -46,7 +46,14 @@ from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import EngineConfig
 
-from testing import SPECIAL_TOKENS, run_task, run_tools, tiny_bert_config, write_vocab
+from testing import (
+  SPECIAL_TOKENS,
+  assert_one_line_error,
+  run_task,
+  run_tools,
+  tiny_bert_config,
+  write_vocab,
+)
 
 ENGINE = EngineConfig(enable_xla=True, seed=0, steps_per_loop=10, log_steps=10)
 
@@ -58,17 +65,6 @@ def _config(**changes):
 
 def _vocab(path, words=("a", "b", "good", "bad")):
   return write_vocab(path, SPECIAL_TOKENS + list(words))
-
-
-def _assert_one_line_error(result, *fragments):
-  """Asserts that a `run_tools` result, `(exit status, stderr)`, is a one-line user's error."""
-  status, stderr = result
-  assert status == launch.USER_ERROR_STATUS, stderr[-3000:]
-  assert "Traceback" not in stderr, stderr[-3000:]
-  last_line = stderr.strip().splitlines()[-1]
-  assert last_line.startswith("error: "), last_line
-  for fragment in fragments:
-    assert fragment in last_line, last_line
 
 
 # === 1-3. Ids out of range ===
@@ -317,7 +313,7 @@ def flag_errors(tmp_path_factory):
 
 @pytest.mark.parametrize("case", _FLAG_ERRORS)
 def test_a_flag_error_is_one_line_with_exit_status_2(flag_errors, case):
-  _assert_one_line_error(flag_errors[case], *_FLAG_ERRORS[case][1])
+  assert_one_line_error(flag_errors[case], *_FLAG_ERRORS[case][1])
 
 
 @pytest.fixture
@@ -358,8 +354,8 @@ def test_export_of_a_broken_folder_is_one_line_with_exit_status_2(model_dir, tmp
       ["export_saved_model.py", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'export1'}"],
       ["export_saved_model.py", f"--model_dir={hf}", "--do_lower_case",
        f"--export_dir={tmp_path / 'export2'}"]], tmp_path)
-  _assert_one_line_error(broken, f"{weights}: cannot be read as Keras weights")
-  _assert_one_line_error(bad_json, f"{hf / 'config.json'}: not valid JSON at line 1, column 41")
+  assert_one_line_error(broken, f"{weights}: cannot be read as Keras weights")
+  assert_one_line_error(bad_json, f"{hf / 'config.json'}: not valid JSON at line 1, column 41")
 
 
 # === 6. Messages of the library ===

@@ -309,6 +309,20 @@ def run_tools(commands, directory, timeout=300):
   return [tuple(result) for result in done]
 
 
+def assert_one_line_error(result, *fragments):
+  """Asserts that a `run_tools` result, `(exit status, stderr)`, is a one-line user's error whose
+  line holds each of `fragments`."""
+  from official_bert.cli import launch
+
+  status, stderr = result
+  assert status == launch.USER_ERROR_STATUS, stderr[-3000:]
+  assert "Traceback" not in stderr, stderr[-3000:]
+  last_line = stderr.strip().splitlines()[-1]
+  assert last_line.startswith("error: "), last_line
+  for fragment in fragments:
+    assert fragment in last_line, last_line
+
+
 def _run_tools_main(job, results):
   """The process of `run_tools`: each tool's flags are defined, parsed, then deleted again."""
   import contextlib
