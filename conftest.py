@@ -16,8 +16,9 @@ import os
 
 import pytest
 
-# The Beam pipeline imports Apache Beam, an optional extra (pip install -e ".[beam]"): without it
-# the module cannot be imported to collect its doctests (tests/test_beam_pipeline.py skips).
+# The Beam pipeline imports Apache Beam, an optional extra (pip install -e ".[beam]"): without
+# it the module cannot be imported to collect its doctests
+# (tests/pretraining/test_beam_pipeline.py skips).
 if importlib.util.find_spec("apache_beam") is None:
   collect_ignore = ["official_bert/pretraining/beam_pipeline.py"]
 

@@ -17,7 +17,7 @@ When: `cpu_onednn`'s bfloat16 training forms take these kernels where `usable()`
 built and load, and the step is not being compiled whole by XLA), and their compiled XLA programs
 otherwise. Set `OFFICIAL_BERT_FUSED_ELEMENTWISE=0` to take the programs.
 Neither is used in inference or in SavedModels, whose graphs hold TensorFlow's own ops only.
-`tests/test_ops_bfloat16_elementwise.py` checks each kernel against its XLA program.
+`tests/ops/test_ops_bfloat16_elementwise.py` checks each kernel against its XLA program.
 
 Example (`usable()` is False until `bert-build-kernels` has built them):
 

@@ -16,8 +16,8 @@ inference, layer norm and attention have forms that oneDNN runs as few fused ker
 dtype of their inputs (`layer_norm`, `attention`); in bfloat16 training, layer norm and the
 attention softmax are computed apart instead, and the cross-entropy over a vocabulary is
 compiled apart in any dtype. The other kernels are the stock ones, measured no slower in the
-graph (`benchmarks/pretraining_throughput.py --variants=...`); `tests/test_bf16.py` checks these
-forms against the stock ones, forward and backward.
+graph (`benchmarks/pretraining_throughput.py --variants=...`); `tests/models/test_bf16.py`
+checks these forms against the stock ones, forward and backward.
 """
 
 import math
@@ -250,8 +250,8 @@ def compiled_activation(activation):
   same pass (TensorFlow's bfloat16 `BiasAddGrad` of the feed-forward product took 2.6% of a
   bfloat16 BERT-Base fine-tuning step's op time). For the feed-forward GELU of a BERT-Base step
   (batch 8, sequence 128, width 3,072), forward and backward together ran about ten times faster
-  than the same function as TensorFlow graph operations in float32 (`tests/test_bf16.py` checks
-  both against the stock forms).
+  than the same function as TensorFlow graph operations in float32
+  (`tests/models/test_bf16.py` checks both against the stock forms).
 
   Args:
     activation: a function of one float32 tensor (a Keras activation).

@@ -2,7 +2,7 @@
 
 Each was measured on BERT training steps compiled by XLA for a 2-core CPU
 (`benchmarks/pretraining_throughput.py --variants=ours_xla,ours_xla_stock`); each computes the
-same function as its stock form, which `tests/test_ops.py` checks, forward and backward.
+same function as its stock form, which `tests/ops/test_ops.py` checks, forward and backward.
 """
 
 import keras

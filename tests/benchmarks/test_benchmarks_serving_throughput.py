@@ -17,7 +17,7 @@ import pytest
 from official_bert.common import cpuinfo
 from official_bert.training import accelerators
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "serving_throughput.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "serving_throughput.py"
 DTYPES = ("float32", "bfloat16")
 
 

@@ -35,7 +35,7 @@ from testing import SHARED_DATA, tiny_bert_config, write_vocab
 pytest.importorskip("ai_edge_litert")
 onnxruntime = pytest.importorskip("onnxruntime")
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "export_saved_model.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "export_saved_model.py"
 SEQ = 24
 LABELS = ["no", "yes", "maybe"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "it", "is", "not",

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import hf_bridge  # noqa: E402  (a module of benchmarks/, not of the package)

@@ -214,7 +214,7 @@ def test_mixed_precision_keeps_float32_weights_softmax_and_layer_norm(policy, ba
   assert layer.attention.compute_dtype == compute
   half = tf.ones((2, 3, CONFIG.hidden_size), compute)
   # Normalized in float32; cpu_onednn's inference form keeps bfloat16 inputs in bfloat16 (with
-  # float32 statistics, tests/test_onednn_inference.py).
+  # float32 statistics, tests/ops/test_onednn_inference.py).
   normalized = compute if (backend, compute) == ("cpu_onednn", "bfloat16") else "float32"
   for norm in (layer.attention_layer_norm, layer.output_layer_norm,
                model.encoder.embeddings.layer_norm):
@@ -224,7 +224,7 @@ def test_mixed_precision_keeps_float32_weights_softmax_and_layer_norm(policy, ba
   graph = tf.function(lambda inputs: model(inputs, training=True)).get_concrete_function(
       _pretrainer_inputs()).graph
   # (cpu_onednn's bfloat16 softmax is the fused kernel, float32 inside
-  # (tests/test_ops_bfloat16_elementwise.py), or where it does not load a function the step
+  # (tests/ops/test_ops_bfloat16_elementwise.py), or where it does not load a function the step
   # calls, compiled by XLA, once per distinct shape.)
   fused = [op for op in graph.get_operations() if op.type == "MaskedSoftmaxDropoutBfloat16"]
   softmaxes = [op.outputs[0].dtype for op in graph.get_operations() if op.type == "Softmax"]

@@ -69,7 +69,7 @@ SWAG_WRITTEN = [("The cat sat on the mat.", "The dog",
                  ["ran in the park.", "sat on the cat.", "is not a cat!", "did it again?"])]
 TAGS = ["O", "B-person", "I-person"]
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "export_saved_model.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "export_saved_model.py"
 REAL_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 # Real inputs for the kinds that use the real vocabulary; written ones when a clone lacks them.
 REAL_FILES = ("vocab/bert-base-uncased-vocab.txt", "glue/SST-2/dev.tsv", "squad/dev-v1.1.json",
