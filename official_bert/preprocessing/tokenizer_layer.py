@@ -91,7 +91,7 @@ class BertTokenizerLayer(keras.layers.Layer):
     # table tells where words begin in the flat list of pieces.
     self._is_continuation = tf.constant([t.startswith("##") for t in tokens], dtype=tf.bool)
     self._numpy_fn = tf.function(
-        self.call, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.call, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
 
   @property
   def vocab_size(self):

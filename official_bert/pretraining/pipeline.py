@@ -168,10 +168,12 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
       pool = next_sentences.build_pool(
           piece_dir, documents_per_shard, next_sentences.pool_size(num_sentences),
           options.max_seq_length - 3, random_seed)
-      pool.save(next_sentences.pool_path(piece_dir))
+      if runner.num_worker_processes:
+        pool.save(next_sentences.pool_path(piece_dir))  # the workers load it from the file
+      runner.processor_here().use_pool(pool)
       logging.info("Drew %d random next sentence segments from %d documents.", len(pool),
                    stats.documents)
-      del pool  # the workers load it from the file; this process too, if it builds shards
+      del pool
       num_buckets = shuffle.num_buckets(shuffle.estimated_record_bytes(
           options, stats.documents, num_sentences, num_tokens), bucket_bytes)
       buckets = shuffle.Buckets(os.path.join(piece_dir, "buckets"), num_buckets)

@@ -84,7 +84,7 @@ class ShardRunner:
   def run_in_order(self, shards):
     """Yields the `ShardResult` of each shard, in shard order."""
     if not self._num_helpers:
-      for result in self._processor_here().process_in_order(shards):
+      for result in self.processor_here().process_in_order(shards):
         self.shards_here += 1
         yield result
       return
@@ -110,11 +110,17 @@ class ShardRunner:
       yield self._done.pop(next_index)
       next_index += 1
 
+  @property
+  def num_worker_processes(self):
+    """The processes started besides this one."""
+    return self._num_helpers
+
   def _process_here(self, shard):
     self.shards_here += 1
-    return self._processor_here().process(shard)
+    return self.processor_here().process(shard)
 
-  def _processor_here(self):
+  def processor_here(self):
+    """The `writer.ShardProcessor` of this process, built on first use."""
     if self._processor is None:
       from official_bert.pretraining import writer  # pylint: disable=g-import-not-at-top
       self._processor = writer.ShardProcessor(*self._processor_args)
