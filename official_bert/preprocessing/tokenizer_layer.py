@@ -91,7 +91,8 @@ class BertTokenizerLayer(keras.layers.Layer):
     # table tells where words begin in the flat list of pieces.
     self._is_continuation = tf.constant([t.startswith("##") for t in tokens], dtype=tf.bool)
     self._numpy_fn = tf.function(
-        self.call, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+        self._tokenize_batch, input_signature=[tf.TensorSpec([None], tf.string)],
+        autograph=False)
 
   @property
   def vocab_size(self):
@@ -168,6 +169,20 @@ class BertTokenizerLayer(keras.layers.Layer):
     text = self._normalize(tf.convert_to_tensor(inputs, dtype=tf.string))
     ids, starts, ends = self._wordpiece.tokenize_with_offsets(text)
     return self._unk_long_words(text, ids, starts, ends)
+
+  def _tokenize_batch(self, texts):
+    """`call` for offline batches: the long-word rewrite runs only for a batch that needs it.
+
+    Most batches of real text hold no word over 200 characters, and the rewrite is a large
+    share of the tokenizer's time; a batch is rewritten when a text holds a run of more than
+    200 characters without whitespace, which every such word is.
+    """
+    text = self._normalize(texts)
+    ids, starts, ends = self._wordpiece.tokenize_with_offsets(text)
+    long_run = tf.strings.regex_full_match(
+        text, rf"(?s).*\S{{{tokenization.MAX_INPUT_CHARS_PER_WORD + 1}}}.*")
+    return tf.cond(tf.reduce_any(long_run),
+                   lambda: self._unk_long_words(text, ids, starts, ends), lambda: ids)
 
   def ids_to_tokens(self, ids):
     """Maps ids (a `Tensor` or `RaggedTensor` of ints) to their token strings, in-graph."""

@@ -19,6 +19,7 @@ MB), so with a corpus much larger than the pool, or with `dupe_factor` passes, a
 B several times.
 """
 
+import concurrent.futures
 import dataclasses
 import io
 import os
@@ -129,9 +130,13 @@ def build_pool(folder, documents_per_shard, size, max_num_tokens, random_seed):
     `SegmentPool`.
   """
   draws = PoolDraws.draw(documents_per_shard, size, random_seed)
-  return join_pools([
-      draws.segments_of(shard, load_documents(documents_path(folder, shard)), max_num_tokens)
-      for shard in draws.shards()])
+
+  def segments_of(shard):
+    return draws.segments_of(shard, load_documents(documents_path(folder, shard)), max_num_tokens)
+
+  # Two shards at a time: loading and slicing are numpy work, mostly without the GIL.
+  with concurrent.futures.ThreadPoolExecutor(2) as threads:
+    return join_pools(list(threads.map(segments_of, draws.shards())))
 
 
 @dataclasses.dataclass(frozen=True)

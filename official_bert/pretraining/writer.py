@@ -113,22 +113,34 @@ def serialize_instances(instances):
   n = len(instances)
   if n == 0:
     return np.zeros([0], dtype=object)
-  columns = []
-  for name in FEATURE_NAMES:
-    values = np.asarray(getattr(instances, name)).reshape(n, -1)
-    dtype = np.float32 if name == "masked_lm_weights" else np.int64
-    columns.append(values.astype(dtype, copy=False))
-  widths = tuple(c.shape[1] for c in columns)
-  encode = _ENCODERS.get(widths)
-  if encode is None:
-    signature = [tf.TensorSpec([None, w], tf.as_dtype(c.dtype)) for w, c in zip(widths, columns)]
-    encode = _ENCODERS[widths] = tf.function(
-        _encode_examples, input_signature=signature, autograph=False)
-  return encode(*columns).numpy()
+  columns = [np.asarray(getattr(instances, name)).reshape(n, -1).astype(_DTYPES[name], copy=False)
+             for name in FEATURE_NAMES]
+  return _encoder(tuple(c.shape[1] for c in columns))(*columns).numpy()
 
 
+_DTYPES = {name: np.float32 if name == "masked_lm_weights" else np.int64
+           for name in FEATURE_NAMES}
 # Compiled serializers by the widths of the features (one per run, in practice).
 _ENCODERS = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def _encoder(widths):
+  """The serializer of features of these widths (`FEATURE_NAMES` order), traced once."""
+  with _ENCODERS_LOCK:
+    if widths not in _ENCODERS:
+      signature = [tf.TensorSpec([None, w], _DTYPES[name])
+                   for name, w in zip(FEATURE_NAMES, widths)]
+      _ENCODERS[widths] = tf.function(
+          _encode_examples, input_signature=signature, autograph=False).get_concrete_function()
+    return _ENCODERS[widths]
+
+
+def _feature_widths(options):
+  """The widths of the features of instances built with `InstanceOptions` `options`."""
+  widths = {"input_ids": options.max_seq_length, "input_mask": options.max_seq_length,
+            "segment_ids": options.max_seq_length, "next_sentence_labels": 1}
+  return tuple(widths.get(name, options.max_predictions_per_seq) for name in FEATURE_NAMES)
 
 
 def _encode_examples(*columns):
@@ -176,6 +188,8 @@ class ShardProcessor:
     self._piece_dir = piece_dir
     self._pool = None
     self._pool_lock = threading.Lock()
+    # Traced in the background while the first round tokenizes, not when it first serializes.
+    threading.Thread(target=_encoder, args=(_feature_widths(options),), daemon=True).start()
 
   def tokenize(self, sentences):
     """Returns the WordPiece ids of `sentences` as flat int32 ids and int64 row splits."""

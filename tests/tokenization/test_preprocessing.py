@@ -70,6 +70,11 @@ def test_layer_matches_full_tokenizer_on_handwritten_text(tmp_path, do_lower_cas
   long_words = layer.tokenize_numpy(["x" * 201, "x" * 200, "é" * 201, "é" * 150])
   assert long_words[0].tolist() == [layer.unk_id] and long_words[2].tolist() == [layer.unk_id]
   assert len(long_words[1]) == 100 and len(long_words[3]) == 150
+  # A batch without a run of 201 characters skips the long-word rewrite (tokenize_numpy's
+  # shortcut); its ids are still those of the layer's call, which always rewrites.
+  short_words = ["x" * 200, "é" * 150 + ",x", "hello world"]
+  assert [ids.tolist() for ids in layer.tokenize_numpy(short_words)] == (
+      layer(tf.constant(short_words)).to_list())
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
