@@ -3,16 +3,20 @@
 Examples that write files (a vocabulary, a TFRecord file, a checkpoint) can then use short
 relative paths, as a user would, and leave nothing behind.
 
-The test files with end-to-end (`slow`) tests run first, and so do the other files that take a
-minute or more (`LONG_FILES`): `dev.py test` hands whole files to its two workers in collection
-order, and a long file handed out last keeps one worker busy while the other has finished.
+Test files run longest first, by the times that `tests/durations.json` records for them (a file it
+does not know counts as the longest): `dev.py test` hands whole files to its workers in that
+order, so no long file is handed out last to keep one worker busy while the other has finished.
+`python3 dev.py test --record-durations` measures the files that run and updates the record.
 
 XLA compiles the tests' programs at LLVM's -O0 (`--xla_backend_optimization_level=0` in
 `XLA_FLAGS`, which the scripts the tests start inherit), unless `XLA_FLAGS` sets a level itself.
 """
 
 import importlib.util
+import json
 import os
+import pathlib
+import subprocess
 
 import pytest
 
@@ -37,12 +41,89 @@ def _doctest_in_temporary_folder(request):
     request.getfixturevalue("monkeypatch").chdir(request.getfixturevalue("tmp_path"))
 
 
-# Files without end-to-end tests that take as long as the slow ones (50-100 s on two busy cores):
-# in alphabetical order test_training_trainer.py came last, and one worker ran it alone.
-LONG_FILES = {"test_adam_update.py", "test_bf16.py", "test_training_trainer.py"}
+DURATIONS = pathlib.Path(__file__).resolve().parent / "tests" / "durations.json"
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      "--record-durations", action="store_true",
+      help=f"write the seconds each test file took to {DURATIONS.name} (the order of later runs)")
+
+
+def _file_of(nodeid):
+  return nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(items):
-  first = {item.path for item in items
-           if item.get_closest_marker("slow") or item.path.name in LONG_FILES}
-  items.sort(key=lambda item: item.path not in first)  # stable: files keep their order
+  try:
+    durations = json.loads(DURATIONS.read_text())
+  except FileNotFoundError:
+    durations = {}
+  longest = max(durations.values(), default=0.0)
+  # Stable: the tests of a file keep their order.
+  items.sort(key=lambda item: -durations.get(_file_of(item.nodeid), longest))
+
+
+def pytest_configure(config):
+  # Only the main process watches: with pytest-xdist it receives every worker's reports.
+  if hasattr(config, "workerinput"):
+    return
+  config.pluginmanager.register(_CheckoutGuard(), "official_bert_checkout_guard")
+  if config.getoption("record_durations"):
+    config.pluginmanager.register(_DurationRecorder(), "official_bert_durations")
+
+
+class _CheckoutGuard:
+  """Fails the session when a test left a file in the checkout, or changed a tracked one.
+
+  Tests write into their temporary folders only; `git status` (which ignores what `.gitignore`
+  names: `.venv/`, caches) is compared before and after the session. Without git (a source
+  archive) nothing is checked.
+  """
+
+  def __init__(self):
+    self.before = _checkout_status()
+
+  def pytest_sessionfinish(self, session):
+    after = _checkout_status()
+    if self.before is None or after is None:
+      return
+    record = DURATIONS.relative_to(DURATIONS.parents[1]).as_posix()  # --record-durations's
+    left = sorted(after - self.before - {f"?? {record}", f" M {record}"})
+    if left:
+      session.config.get_terminal_writer().line(
+          "Tests wrote into the checkout, not into their temporary folders: " + ", ".join(left),
+          red=True)
+      session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _checkout_status():
+  """`git status --porcelain` lines of the checkout as a set, or None without git."""
+  try:
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=DURATIONS.parents[1],
+        capture_output=True, text=True, timeout=60, check=True)
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return set(status.stdout.splitlines())
+
+
+class _DurationRecorder:
+  """Sums each test file's set-up, call and tear-down times; writes them when the session ends."""
+
+  def __init__(self):
+    self.seconds = {}
+
+  def pytest_runtest_logreport(self, report):
+    file = _file_of(report.nodeid)
+    self.seconds[file] = self.seconds.get(file, 0.0) + report.duration
+
+  def pytest_sessionfinish(self):
+    try:
+      durations = json.loads(DURATIONS.read_text())
+    except FileNotFoundError:
+      durations = {}
+    durations.update({file: round(s, 1) for file, s in self.seconds.items()})
+    partial = DURATIONS.with_suffix(".json.partial")
+    partial.write_text(json.dumps(dict(sorted(durations.items())), indent=0) + "\n")
+    partial.replace(DURATIONS)

@@ -4,7 +4,12 @@
     python3 dev.py test    # install, then `ruff check .`, then the test suite with the doctests
 
 Both create `.venv/` when it is missing and re-install only when `pyproject.toml` changed. Arguments
-after the command go to the demo or to pytest (`python3 dev.py test -m "not slow"`).
+after the command go to the demo or to pytest (`python3 dev.py test -k squad`), except:
+
+    python3 dev.py test --fast               # the fast lane: `-m "not slow"`, every unit test and
+                                             # one end-to-end run per script
+    python3 dev.py test --record-durations   # also update tests/durations.json, which orders the
+                                             # test files longest first (conftest.py)
 """
 
 import hashlib
@@ -55,9 +60,13 @@ def main(argv):
     lint = subprocess.run([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
     if lint.returncode:
       sys.exit(lint.returncode)
+    if "--fast" in rest:
+      rest = ["-m", "not slow", *(a for a in rest if a != "--fast")]
     # One pytest worker per core (pytest-xdist), each test file on one worker so that its
-    # module fixtures are built once; `-n 0` after the command runs in one process.
-    args = [str(PYTHON), "-m", "pytest", "-q", "-n", "auto", "--dist", "loadfile", *rest]
+    # module fixtures are built once, handed out in the order conftest.py gives them (longest
+    # first) rather than xdist's (most tests first); `-n 0` after the command runs in one process.
+    args = [str(PYTHON), "-m", "pytest", "-q", "-n", "auto", "--dist", "loadfile",
+            "--no-loadscope-reorder", *rest]
   else:
     args = [str(PYTHON), str(ROOT / "demo.py"), *rest]
   sys.exit(subprocess.run(args, cwd=ROOT, env=env).returncode)

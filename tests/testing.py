@@ -271,8 +271,9 @@ def train_tiny_pretrainer(strategy_name, directory, records, initial, vocab_size
 
 def start_script(script, args, env=None):
   """Starts `python <script> <args>` in tests/, with this checkout's package first on the path
-  (not whichever one the interpreter has installed); returns the `Popen`."""
-  path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+  (not whichever one the interpreter has installed), and this harness; returns the `Popen`."""
+  path = os.pathsep.join(filter(None, [str(REPOSITORY), str(TESTS),
+                                       os.environ.get("PYTHONPATH")]))
   return subprocess.Popen([sys.executable, str(script), *map(str, args)], cwd=TESTS,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path,
                                    **(env or {})),

@@ -105,8 +105,8 @@ def test_litert_takes_raw_text_and_matches_the_saved_model(exports):
       label.decode() for label in want["label"].numpy()]
 
 
-def test_litert_packs_the_ids_of_the_package_tokenizer():
-  tokens = write_vocab(pathlib.Path(os.getcwd()) / "vocab.txt", VOCAB)
+def test_litert_packs_the_ids_of_the_package_tokenizer(tmp_path):
+  tokens = write_vocab(tmp_path / "vocab.txt", VOCAB)
   pairs = PAIRS + _glue_pairs(200)
   text_a, text_b = (tf.constant([pair[i] for pair in pairs]) for i in (0, 1))
   for lower in (True, False):
@@ -118,10 +118,10 @@ def test_litert_packs_the_ids_of_the_package_tokenizer():
         np.testing.assert_array_equal(got[name].numpy(), want[name].numpy(), err_msg=name)
 
 
-def test_litert_normalizer_folds_compatibility_characters_when_uncased():
+def test_litert_normalizer_folds_compatibility_characters_when_uncased(tmp_path):
   # The documented difference: tf.text's normalizer folds as NFKC does (µ, the micro sign,
   # becomes μ), the original keeps the character.
-  tokens = write_vocab(pathlib.Path(os.getcwd()) / "vocab.txt", VOCAB)
+  tokens = write_vocab(tmp_path / "vocab.txt", VOCAB)
   text = tf.constant(["µ"])
   got = litert.LiteRtTextPacker(tokens, True, 8)(text)["input_word_ids"].numpy()[0, 1]
   want = signatures.TextPacker(tokens, True, 8, ())(text)["input_word_ids"].numpy()[0, 1]

@@ -14,10 +14,10 @@ import pathlib
 
 import pytest
 from safetensors.numpy import save_file
-from test_checkpoints_huggingface import CONFIG as HF_CONFIG
-from test_checkpoints_huggingface import hf_tensors, write_hf_folder
-from test_checkpoints_tf1 import write_original_checkpoint
 
+from checkpoints.test_checkpoints_huggingface import CONFIG as HF_CONFIG
+from checkpoints.test_checkpoints_huggingface import hf_tensors, write_hf_folder
+from checkpoints.test_checkpoints_tf1 import write_original_checkpoint
 from testing import (
   assert_one_line_error,
   original_variables,
