@@ -30,6 +30,7 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
+from results import recorded
 
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import classification, driver
@@ -157,4 +158,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("glue_benchmark", markdown=True):
+    main()

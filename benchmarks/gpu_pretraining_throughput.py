@@ -28,6 +28,7 @@ import tempfile
 from absl import app, flags, logging
 import keras
 import numpy as np
+from results import recorded
 import tensorflow as tf
 from throughput import (
     KerasHub,
@@ -188,5 +189,10 @@ def main(_):
           f"{100 * achieved / peak:7.1f}%", flush=True)
 
 
+def recorded_main(argv):
+  with recorded("gpu_pretraining_throughput", enabled=not FLAGS.smoke):
+    main(argv)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recorded_main)

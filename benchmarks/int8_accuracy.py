@@ -22,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from glue_benchmark import GLUE, TASKS, fine_tune, minilm_dir, sample_task
 import numpy as np
 import onnxruntime
+from results import recorded
 import tensorflow as tf
 
 from official_bert.export import export_model_dir_as, litert
@@ -99,4 +100,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("int8_accuracy", markdown=True):
+    main()

@@ -27,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags
 import numpy as np
 import onnxruntime
+from results import recorded
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 
@@ -120,5 +121,10 @@ def main(argv):
           "tokens): " + ", ".join(f"{key} {value:.2e}" for key, value in values.items()))
 
 
+def recorded_main(argv):
+  with recorded("litert_tokens"):
+    main(argv)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recorded_main)

@@ -33,6 +33,7 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
+from results import recorded
 import tensorflow as tf
 
 from official_bert import BertConfig
@@ -151,4 +152,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("squad_benchmark", markdown=True):
+    main()
