@@ -101,8 +101,9 @@ SMOKE = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_atte
                    intermediate_size=64)
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
-# The serving process: only TensorFlow and tensorflow-text, as under TF Serving. It reads the job
-# (exports, texts, cells) from stdin and writes one JSON result per cell to stdout.
+# The serving process: only TensorFlow and tensorflow-text, as under TF Serving (and the NumPy
+# timing of serving_common.py, as every row is timed). It reads the job (exports, texts, cells)
+# from stdin and writes one JSON result per cell to stdout.
 _SERVER = r"""
 import json, os, sys, time
 job = json.load(sys.stdin)
