@@ -27,7 +27,7 @@ import time
 from absl import app, flags
 import keras
 import numpy as np
-from results import recorded
+from results import recording
 import tensorflow as tf
 from throughput import VOCAB, bert_config, bf16_flags, encoder_flops, matmul_peak
 
@@ -80,10 +80,5 @@ def main(_):
           f"{flops / seconds / 1e9:9.0f}{100 * flops / seconds / peaks[dtype]:7.1f}%")
 
 
-def recorded_main(argv):
-  with recorded("encoder_forward_throughput"):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("encoder_forward_throughput", main))

@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
 from absl import app, flags, logging
-from results import recorded
+from results import recording
 import tensorflow as tf
 from throughput import Ours, best_speeds, bf16_flags, encoder_flops, matmul_peak, ratio_cell
 
@@ -89,10 +89,5 @@ def main(_):
           f"{100 * speed * flops / peaks[dtype]:7.1f}%{ratio_cell(versus):>12}")
 
 
-def recorded_main(argv):
-  with recorded("fine_tuning_throughput"):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("fine_tuning_throughput", main))

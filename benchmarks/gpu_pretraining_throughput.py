@@ -28,7 +28,7 @@ import tempfile
 from absl import app, flags, logging
 import keras
 import numpy as np
-from results import recorded
+from results import recording
 import tensorflow as tf
 from throughput import (
     KerasHub,
@@ -189,10 +189,5 @@ def main(_):
           f"{100 * achieved / peak:7.1f}%", flush=True)
 
 
-def recorded_main(argv):
-  with recorded("gpu_pretraining_throughput", enabled=not FLAGS.smoke):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("gpu_pretraining_throughput", main, smoke=lambda: FLAGS.smoke))

@@ -20,7 +20,7 @@ import time
 
 from absl import app, flags
 import numpy as np
-from results import recorded
+from results import recording
 import tensorflow as tf
 
 from official_bert import BertClassifier, configs
@@ -65,10 +65,5 @@ def main(_):
     print(f"{name:<10}{sequences:8.1f}  {np.abs(probabilities - reference).max():.1e}")
 
 
-def recorded_main(argv):
-  with recorded("int8_inference"):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("int8_inference", main))

@@ -29,7 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import time
 
 from absl import app, flags
-from results import recorded
+from results import recording
 import tensorflow as tf
 
 flags.DEFINE_integer("repeats", 5, "Timed windows per product; the best counts.")
@@ -83,10 +83,5 @@ def main(_):
         f"{100 * aggregate / peak:9.0f}%")
 
 
-def recorded_main(argv):
-  with recorded("matmul_ceiling"):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("matmul_ceiling", main))

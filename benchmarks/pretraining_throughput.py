@@ -56,7 +56,7 @@ from absl import app, flags, logging
 import hf_bridge
 import keras
 import numpy as np
-from results import recorded
+from results import recording
 import tensorflow as tf
 from throughput import (
   KerasHub,
@@ -201,10 +201,5 @@ def main(_):
           f"{100 * achieved / peaks[dtype]:7.1f}%{ratio_cell(ratio):>13}{ratio_cell(versus):>12}")
 
 
-def recorded_main(argv):
-  with recorded("pretraining_throughput", enabled="smoke" not in FLAGS.configs):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("pretraining_throughput", main, smoke=lambda: "smoke" in FLAGS.configs))

@@ -1,18 +1,18 @@
 """The benchmarks' results files: each table a script prints, also written to
 `benchmarks/results/<script>.md`.
 
-A script prints its table as before, inside `recorded(name)`: what it prints there still goes to
-the terminal, and when the block ends without an error it is written, as printed, to
-`<results folder>/<name>.md` under a header that gives the date, the machine (CPU model, CPU
-count, and the CPU flags that decide which kernels run) and the command that printed it, and says
-that the file is generated. A run that fails inside the block writes nothing, so a results file
-always holds a whole table; the file is written under a temporary name and renamed. A smoke run
-(`enabled=False`) writes nothing either: its figures mean nothing.
+A script prints its table as before, inside `recorded(name)`, or, run by absl, through
+`app.run(recording(name, main))`. What it prints still goes to the terminal, and when the run
+ends without an error it is written, as printed, to `<results folder>/<name>.md`, under a header
+that gives the date, the machine (CPU model, CPU count, and the CPU flags that decide which
+kernels run), the commit and the command that printed it, and says that the file is generated.
+A run that fails writes nothing, so a results file always holds a whole table; the file is
+written under a temporary name and renamed. A smoke run writes nothing either: its figures mean
+nothing.
 
 The results folder is `benchmarks/results/` beside this module, or `$BENCHMARK_RESULTS_DIR`
 (the tests set it to a temporary folder). This module uses the standard library only, so every
 script may import it, the ones that run without TensorFlow included.
-
 """
 
 import contextlib
@@ -162,3 +162,20 @@ def recorded(name, markdown=False, enabled=True, argv=None, directory=None):
     print(f"The results file was not written: {error}", file=sys.stderr)
     return
   print(f"Results written to {path}", file=sys.stderr)
+
+
+def recording(name, main, markdown=False, smoke=lambda: False):
+  """`main` for absl's `app.run`, what it prints recorded as `recorded` does.
+
+  (`app.run` ends the process with `sys.exit`, so the recording must sit inside it.)
+
+  Args:
+    name, markdown: as `recorded` takes them.
+    main: the script's `main(argv)`.
+    smoke: called once the flags are parsed; True for a smoke run, which writes nothing.
+  """
+  def recorded_main(argv):
+    with recorded(name, markdown, enabled=not smoke()):
+      return main(argv)
+
+  return recorded_main

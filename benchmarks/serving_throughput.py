@@ -62,7 +62,7 @@ from absl import app, flags, logging
 import format_serving
 import hf_bridge
 import numpy as np
-from results import recorded
+from results import recording
 from serving_common import time_calls
 import tensorflow as tf
 
@@ -396,10 +396,5 @@ def print_table(rows):
           f"{peaks[-1] / 1e9:.0f} GFLOP/s (each row's share is of its dtype's peak in its run)")
 
 
-def recorded_main(argv):
-  with recorded("serving_throughput", enabled=not FLAGS.smoke):
-    main(argv)
-
-
 if __name__ == "__main__":
-  app.run(recorded_main)
+  app.run(recording("serving_throughput", main, smoke=lambda: FLAGS.smoke))
