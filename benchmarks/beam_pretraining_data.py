@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+from results import recorded
 import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -137,4 +138,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("beam_pretraining_data"):
+    main()

@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from results import recorded
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 # Runs the original script with TensorFlow 1's API under the name `tensorflow`.
@@ -141,4 +143,5 @@ def main():
         + ("" if args.original_dir else " --original_dir adds the original tool's row."))
 
 if __name__ == "__main__":
-  main()
+  with recorded("create_pretraining_data_benchmark"):
+    main()

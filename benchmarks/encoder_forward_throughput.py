@@ -27,6 +27,7 @@ import time
 from absl import app, flags
 import keras
 import numpy as np
+from results import recording
 import tensorflow as tf
 from throughput import VOCAB, bert_config, bf16_flags, encoder_flops, matmul_peak
 
@@ -80,4 +81,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("encoder_forward_throughput", main))

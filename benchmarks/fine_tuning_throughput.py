@@ -31,6 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
 from absl import app, flags, logging
+from results import recording
 import tensorflow as tf
 from throughput import Ours, best_speeds, bf16_flags, encoder_flops, matmul_peak, ratio_cell
 
@@ -89,4 +90,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("fine_tuning_throughput", main))

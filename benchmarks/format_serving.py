@@ -13,16 +13,15 @@ the Hugging Face model take ids too), converted from the same Keras model on the
   quantized by ONNX Runtime's tools: `int8 dyn` (`quantize_dynamic`, int8 weights) and, unfused,
   `int8 QDQ` (`quantize_static` of the matrix products, calibrated on the same batches).
 
-`rows(...)` times each as `serving_throughput.py` times its cells: batch 1 latency (p50, p99) and
-sequences per second at the larger batches.
+`rows(...)` times each as `serving_throughput.py` times its cells (`serving_common.time_calls`):
+batch 1 latency (p50, p99) and sequences per second at the larger batches.
 """
 
 import functools
 import os
-import time
 
 import numpy as np
-from onnx import TensorProto
+from serving_common import onnx_runtime_variants, time_calls
 import tensorflow as tf
 
 from official_bert.export import formats, litert, onnx
@@ -32,25 +31,6 @@ def _inputs(batch, seq, vocab_size, seed=0):
   ids = np.random.default_rng(seed).integers(5, vocab_size, (batch, seq)).astype(np.int32)
   return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
           "input_type_ids": np.zeros_like(ids)}
-
-
-def timed(run, batch, calls, seconds):
-  """`run()` timed: (p50, p99) seconds at batch 1, else sequences per second."""
-  def once():
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
-
-  first = once()
-  if batch == 1:
-    times = [once() for _ in range(calls)]
-    return {"p50": float(np.percentile(times, 50)), "p99": float(np.percentile(times, 99)),
-            "rate": 1 / float(np.median(times)), "first": first}
-  elapsed, done = 0.0, 0
-  while done < 2 or elapsed < seconds:
-    elapsed += once()
-    done += 1
-  return {"rate": batch * done / elapsed, "first": first}
 
 
 def litert_files(model, seq, calibration):
@@ -82,21 +62,11 @@ def onnx_files(model, info, seq, calibration, workdir):
   """`{(variant, precision): .onnx path}` of the classifier on token ids (variant "" or
   " fused")."""
   from onnxruntime import quantization  # pylint: disable=import-outside-toplevel
-  from onnxruntime.transformers import optimizer  # pylint: disable=import-outside-toplevel
 
   float32 = os.path.join(workdir, "classifier.onnx")
   formats.write_file(float32, onnx.convert(model, info, max_seq_length=seq))
-  config = model.config
-  fused = os.path.join(workdir, "classifier_fused.onnx")
-  optimizer.optimize_model(float32, model_type="bert_tf", num_heads=config.num_attention_heads,
-                           hidden_size=config.hidden_size).save_model_to_file(fused)
-  files = {("", "float32"): float32, (" fused", "float32"): fused}
-  for variant, source in (("", float32), (" fused", fused)):
-    files[variant, "int8 dyn"] = source.replace(".onnx", "_int8_dynamic.onnx")
-    quantization.quantize_dynamic(source, files[variant, "int8 dyn"],
-                                  weight_type=quantization.QuantType.QInt8,
-                                  # The fused operators' outputs have no inferred type.
-                                  extra_options={"DefaultTensorType": TensorProto.FLOAT})
+  files = onnx_runtime_variants(float32, "bert_tf", model.config.num_attention_heads,
+                                model.config.hidden_size)
 
   class Reader(quantization.CalibrationDataReader):
     def __init__(self):
@@ -143,7 +113,7 @@ def rows(model, info, seq, batches, calls, seconds, workdir, formats_timed=("lit
     error = np.abs(runner(**_inputs(4, seq, model.config.vocab_size))["logits"] - reference).max()
     for batch in batches:
       inputs = _inputs(batch, seq, model.config.vocab_size)
-      results.append(dict(timed(functools.partial(runner, **inputs), batch, calls, seconds),
+      results.append(dict(time_calls(functools.partial(runner, **inputs), batch, seconds, calls),
                           model="classifier LiteRT", dtype=precision, batch=batch,
                           error=float(error)))
     del runner, content  # before the next conversion
@@ -154,8 +124,8 @@ def rows(model, info, seq, batches, calls, seconds, workdir, formats_timed=("lit
                    - reference).max()
     for batch in batches:
       inputs = _inputs(batch, seq, model.config.vocab_size)
-      results.append(dict(timed(functools.partial(session.run, ["logits"], inputs), batch, calls,
-                                seconds),
+      results.append(dict(time_calls(functools.partial(session.run, ["logits"], inputs), batch,
+                                     seconds, calls),
                           model=f"classifier ORT{variant}", dtype=precision, batch=batch,
                           error=float(error)))
   return results

@@ -30,8 +30,8 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
+from results import recorded
 
-from official_bert import BertConfig
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
@@ -69,6 +69,30 @@ def sample_task(task, work_dir, num_examples, seed):
   return target, num_examples
 
 
+def fine_tune(task, data_dir, output_dir, max_seq_length, trainer, runtime, modes):
+  """One `run_classifier` run of the MiniLM weights on a GLUE task, in this process.
+
+  Args:
+    task: `SST-2` or `MRPC`.
+    data_dir: the folder of its `train.tsv` and `dev.tsv` (`sample_task`).
+    output_dir: the run's output folder.
+    max_seq_length: the sequence length.
+    trainer, runtime: the `ExperimentConfig` nodes.
+    modes: a `Modes`.
+
+  Returns:
+    `driver.run`'s results.
+  """
+  model = minilm_dir()
+  return driver.run(
+      classification.ClassificationTask(
+          bert_config=read_hf_config(model), vocab_file=str(model / "vocab.txt"),
+          task_name=task, data_dir=str(data_dir), max_seq_length=max_seq_length),
+      ExperimentConfig(output_dir=str(output_dir), init_checkpoint=str(model), trainer=trainer,
+                       runtime=runtime),
+      modes)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--tasks", default="sst2,mrpc", help="comma-separated: sst2, mrpc")
@@ -95,12 +119,10 @@ def main():
   if not GLUE.exists():
     sys.exit(f"{GLUE} is absent: the GLUE TSV files beside the repository are needed.")
   logging.set_verbosity(logging.INFO)
-  model = minilm_dir()
+  minilm_dir()  # exits at once where the weights are missing
   rows = []
   with tempfile.TemporaryDirectory() as work:
     work = pathlib.Path(work)
-    config_file = work / "bert_config.json"
-    read_hf_config(model).to_json_file(str(config_file))
     runs = [(key.strip(), optimizer.strip(), dtype.strip()) for key in args.tasks.split(",")
             for optimizer in args.optimizer_types.split(",") for dtype in args.dtypes.split(",")]
     for key, optimizer, dtype in runs:
@@ -109,20 +131,14 @@ def main():
       data_dir, num_examples = sample_task(task, work / "data" / f"{optimizer}_{dtype}", limit,
                                            args.seed)
       max_seq_length = args.sst2_max_seq_length if task == "SST-2" else args.mrpc_max_seq_length
-      config = ExperimentConfig(
-          output_dir=str(work / f"{task}_{optimizer}_{dtype}_output"), init_checkpoint=str(model),
-          trainer=TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
-                                learning_rate=args.learning_rate,
-                                num_train_epochs=args.num_train_epochs),
-          runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
-                               steps_per_loop=25, optimizer_type=optimizer, dtype=dtype))
       start = time.perf_counter()
-      results = driver.run(
-          classification.ClassificationTask(
-              bert_config=BertConfig.from_json_file(config_file),
-              vocab_file=str(model / "vocab.txt"), task_name=task, data_dir=str(data_dir),
-              max_seq_length=max_seq_length),
-          config, Modes(train=True, eval=True))
+      results = fine_tune(
+          task, data_dir, work / f"{task}_{optimizer}_{dtype}_output", max_seq_length,
+          TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
+                        learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs),
+          EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
+                       steps_per_loop=25, optimizer_type=optimizer, dtype=dtype),
+          Modes(train=True, eval=True))
       wall = time.perf_counter() - start
       metrics = "  ".join(f"{name[5:]} {100 * value:.1f}" for name, value in sorted(results.items())
                           if name.startswith("eval_") and name != "eval_loss")
@@ -142,4 +158,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("glue_benchmark", markdown=True):
+    main()

@@ -28,6 +28,7 @@ import tempfile
 from absl import app, flags, logging
 import keras
 import numpy as np
+from results import recording
 import tensorflow as tf
 from throughput import (
     KerasHub,
@@ -189,4 +190,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("gpu_pretraining_throughput", main, smoke=lambda: FLAGS.smoke))

@@ -19,15 +19,12 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
-from onnx import TensorProto
 import onnxruntime
-from onnxruntime import quantization
-from onnxruntime.transformers import optimizer
+from serving_common import onnx_runtime_variants, time_calls
 import torch
-from torch_serving import bert_model
+from torch_serving import job_model
 
 
 class _ByName(torch.nn.Module):
@@ -57,17 +54,10 @@ def export(model, path, seq):
 def files(model, config, seq, workdir):
   float32 = os.path.join(workdir, "hf.onnx")
   export(model, float32, seq)
-  fused = os.path.join(workdir, "hf_fused.onnx")
-  optimizer.optimize_model(float32, model_type="bert", num_heads=config["num_attention_heads"],
-                           hidden_size=config["hidden_size"]).save_model_to_file(fused)
-  result = {("HF ORT", "float32"): float32, ("HF ORT fused", "float32"): fused}
-  for model_name, source in (("HF ORT", float32), ("HF ORT fused", fused)):
-    result[model_name, "int8 dyn"] = source.replace(".onnx", "_int8_dynamic.onnx")
-    quantization.quantize_dynamic(source, result[model_name, "int8 dyn"],
-                                  weight_type=quantization.QuantType.QInt8,
-                                  # The fused operators' outputs have no inferred type.
-                                  extra_options={"DefaultTensorType": TensorProto.FLOAT})
-  return result
+  variants = onnx_runtime_variants(float32, "bert", config["num_attention_heads"],
+                                   config["hidden_size"])
+  return {(f"HF ORT{variant}", precision): path
+          for (variant, precision), path in variants.items()}
 
 
 def inputs_of(ids):
@@ -79,38 +69,14 @@ def inputs_of(ids):
 def timed_cell(session, cell, vocab_size, calls, seconds):
   ids = np.random.default_rng(0).integers(5, vocab_size, (cell["batch"], cell["seq"]))
   feed = inputs_of(ids)
-
-  def once():
-    start = time.perf_counter()
-    session.run(["pooler_output"], feed)
-    return time.perf_counter() - start
-
-  first = once()
-  if cell["batch"] == 1:
-    times = [once() for _ in range(calls)]
-    return dict(cell, first=first, p50=float(np.percentile(times, 50)),
-                p99=float(np.percentile(times, 99)), rate=1 / float(np.median(times)))
-  elapsed, done = 0.0, 0
-  while done < 2 or elapsed < seconds:
-    elapsed += once()
-    done += 1
-  return dict(cell, first=first, rate=cell["batch"] * done / elapsed)
+  return dict(cell, **time_calls(lambda: session.run(["pooler_output"], feed), cell["batch"],
+                                 seconds, calls))
 
 
 def main():
-  job = json.load(sys.stdin)
-  torch.manual_seed(0)
-  model = bert_model(job["config"])
-  state = model.state_dict()
-  if job.get("names"):
-    json.dump({name: list(value.shape) for name, value in state.items()}, sys.stdout)
+  job, model = job_model()
+  if model is None:
     return
-  with np.load(job["weights"]) as weights:
-    loaded = {name: torch.from_numpy(weights[name].copy()) for name in weights.files}
-  missing = [name for name in dict(model.named_parameters()) if name not in loaded]
-  if missing:
-    raise ValueError(f"No weights for {', '.join(missing)}.")
-  model.load_state_dict({**state, **loaded}, strict=True)
   seq = max(cell["seq"] for cell in job["cells"])
   results = {"versions": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
              "cells": [], "check": {}}

@@ -19,18 +19,16 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
-from glue_benchmark import GLUE, TASKS, minilm_dir, sample_task
+from glue_benchmark import GLUE, TASKS, fine_tune, minilm_dir, sample_task
 import numpy as np
 import onnxruntime
+from results import recorded
 import tensorflow as tf
 
-from official_bert import BertConfig
-from official_bert.checkpoints import read_hf_config
 from official_bert.export import export_model_dir_as, litert
 from official_bert.export.signatures import TextPacker
-from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import TrainerConfig
 from official_bert.training import EngineConfig
 
 # (text columns, label column) of each dev.tsv.
@@ -77,24 +75,15 @@ def main():
   rows = []
   with tempfile.TemporaryDirectory() as work:
     work = pathlib.Path(work)
-    config_file = work / "bert_config.json"
-    read_hf_config(model).to_json_file(str(config_file))
     for key in args.tasks.split(","):
       task = TASKS[key.strip()]
       data_dir, _ = sample_task(task, work / "data", args.sst2_train_examples
                                 if task == "SST-2" else 0, 0)
       output = work / f"{task}_output"
-      driver.run(
-          classification.ClassificationTask(
-              bert_config=BertConfig.from_json_file(config_file),
-              vocab_file=str(model / "vocab.txt"), task_name=task, data_dir=str(data_dir),
-              max_seq_length=args.max_seq_length),
-          ExperimentConfig(output_dir=str(output), init_checkpoint=str(model),
-                           trainer=TrainerConfig(train_batch_size=32, eval_batch_size=64,
-                                                 learning_rate=1e-4,
-                                                 num_train_epochs=args.num_train_epochs),
-                           runtime=EngineConfig(seed=0)),
-          Modes(train=True, eval=False))
+      fine_tune(task, data_dir, output, args.max_seq_length,
+                TrainerConfig(train_batch_size=32, eval_batch_size=64, learning_rate=1e-4,
+                              num_train_epochs=args.num_train_epochs),
+                EngineConfig(seed=0), Modes(train=True, eval=False))
       texts, labels = dev_examples(task)
       packer = TextPacker(str(model / "vocab.txt"), True, args.max_seq_length, ())
       for precision in ("float32", "int8"):
@@ -111,4 +100,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("int8_accuracy", markdown=True):
+    main()

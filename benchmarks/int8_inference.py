@@ -20,6 +20,7 @@ import time
 
 from absl import app, flags
 import numpy as np
+from results import recording
 import tensorflow as tf
 
 from official_bert import BertClassifier, configs
@@ -65,4 +66,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("int8_inference", main))

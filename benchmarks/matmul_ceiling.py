@@ -29,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import time
 
 from absl import app, flags
+from results import recording
 import tensorflow as tf
 
 flags.DEFINE_integer("repeats", 5, "Timed windows per product; the best counts.")
@@ -83,4 +84,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("matmul_ceiling", main))

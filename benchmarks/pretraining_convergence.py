@@ -82,6 +82,7 @@ from absl import app, flags, logging
 import hf_bridge
 import keras
 import numpy as np
+from results import recorded
 import tensorflow as tf
 from throughput import bf16_flags
 
@@ -515,7 +516,8 @@ def main(_):
       f"Target: held-out masked-LM accuracy {target:.4f} ({where}); times are training "
       "seconds, evaluation left out.", ""]
   lines = header + tables(results, target)
-  print("\n" + "\n".join(lines))
+  with recorded("pretraining_convergence", markdown=True):
+    print("\n" + "\n".join(lines))
   if FLAGS.results_file:
     file_io.write_text(FLAGS.results_file, "\n".join(lines) + "\n")
   file_io.write_text(os.path.join(FLAGS.work_dir, "last_run.json"), json.dumps(

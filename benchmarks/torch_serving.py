@@ -11,6 +11,9 @@ Run by `serving_throughput.py` with the Python of an environment that has `torch
   the first row, which the caller compares with its own model), and times each cell, float32 or
   `torch.autocast("cpu", dtype=torch.bfloat16)`, eager or `torch.compile`, in sequences/s; plus
   the float32 and bfloat16 peaks of one 4096 x 4096 `torch.matmul`.
+
+`job_model` (the job and its weights) serves `hf_onnx_serving.py` too; the cells are timed by
+`serving_common.time_calls`, as every serving row is.
 """
 
 import json
@@ -18,6 +21,7 @@ import sys
 import time
 
 import numpy as np
+from serving_common import time_calls
 import torch
 import transformers
 
@@ -40,6 +44,27 @@ def bert_model(config):
   return transformers.BertModel(hf_bert_config(config), add_pooling_layer=True).eval()
 
 
+def job_model():
+  """Reads the job from stdin; returns `(job, BertModel)` with the job's weights loaded strictly,
+  or `(job, None)` after answering a names job (`{"names": true}`: the parameter names and
+  shapes, on stdout)."""
+  job = json.load(sys.stdin)
+  torch.manual_seed(0)
+  model = bert_model(job["config"])
+  state = model.state_dict()
+  if job.get("names"):
+    json.dump({name: list(value.shape) for name, value in state.items()}, sys.stdout)
+    return job, None
+  with np.load(job["weights"]) as weights:
+    loaded = {name: torch.from_numpy(weights[name].copy()) for name in weights.files}
+  # Buffers such as `position_ids` are the model's own; every parameter must come from the file.
+  missing = [name for name in dict(model.named_parameters()) if name not in loaded]
+  if missing:
+    raise ValueError(f"No weights for {', '.join(missing)}.")
+  model.load_state_dict({**state, **loaded}, strict=True)
+  return job, model
+
+
 def peak(dtype, size=4096, repeats=3):
   a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
   torch.matmul(a, b)
@@ -60,37 +85,17 @@ def timed_cell(model, cell, vocab_size, seconds):
   autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=cell["dtype"] == "bfloat16")
 
   def once():
-    start = time.perf_counter()
     with torch.inference_mode(), autocast:
       call(**inputs).last_hidden_state.float().sum().item()
-    return time.perf_counter() - start
 
-  first = once()  # compiles under torch.compile
-  times = []
-  while len(times) < 2 or sum(times) < seconds:
-    times.append(once())
-  result = dict(cell, first=first, rate=cell["batch"] * len(times) / sum(times))
-  if cell["batch"] == 1:
-    result.update(p50=float(np.percentile(times, 50)), p99=float(np.percentile(times, 99)),
-                  rate=1 / float(np.median(times)))
-  return result
+  # The first call compiles under torch.compile.
+  return dict(cell, **time_calls(once, cell["batch"], seconds))
 
 
 def main():
-  job = json.load(sys.stdin)
-  torch.manual_seed(0)
-  model = bert_model(job["config"])
-  state = model.state_dict()
-  if job.get("names"):
-    json.dump({name: list(value.shape) for name, value in state.items()}, sys.stdout)
+  job, model = job_model()
+  if model is None:
     return
-  with np.load(job["weights"]) as weights:
-    loaded = {name: torch.from_numpy(weights[name].copy()) for name in weights.files}
-  # Buffers such as `position_ids` are the model's own; every parameter must come from the file.
-  missing = [name for name in dict(model.named_parameters()) if name not in loaded]
-  if missing:
-    raise ValueError(f"No weights for {', '.join(missing)}.")
-  model.load_state_dict({**state, **loaded}, strict=True)
   ids = torch.tensor(job["check_ids"])
   with torch.inference_mode():
     outputs = model(input_ids=ids, attention_mask=torch.ones_like(ids),

@@ -1,9 +1,10 @@
 """The documentation's Python blocks run as written, so the docs cannot drift from the code.
 
-Every ```python block of README.md, CONTRIBUTING.md and docs/*.md runs on its own, in a fresh
-temporary folder, its working directory. The folder holds what a user of a released checkpoint has
-at hand, in miniature: `vocab.txt`, `bert_config.json` (a 2-layer model), `bert_model.ckpt` (its
-original TF1 checkpoint, MLM and NSP heads included) and `sample_text.txt` (a pre-training corpus).
+Every ```python block of README.md, CONTRIBUTING.md and docs/ (its design notes included) runs on
+its own, in a fresh temporary folder, its working directory. The folder holds what a user of a
+released checkpoint has at hand, in miniature: `vocab.txt`, `bert_config.json` (a 2-layer model),
+`bert_model.ckpt` (its original TF1 checkpoint, MLM and NSP heads included) and `sample_text.txt`
+(a pre-training corpus).
 A `print(...)` whose last line ends in a comment promises that output: the comment is compared
 with the line it prints, as a doctest would (`...` matches anything). Shell, JSON and listing
 blocks are not run.
@@ -22,7 +23,7 @@ import pytest
 from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
 
 PAGES = [REPOSITORY / "README.md", REPOSITORY / "CONTRIBUTING.md",
-         *sorted((REPOSITORY / "docs").glob("*.md"))]
+         *sorted((REPOSITORY / "docs").rglob("*.md"))]
 _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 # Blocks that train or export run end to end: a few seconds to half a minute each.
 _SLOW_CALLS = ("driver.run(", "export_model_dir(")

@@ -11,7 +11,7 @@ TensorFlow reads once, when it is first imported (`official_bert` imports Tensor
 this runs first). A value the user has set is kept.
 
 * `TF_ENABLE_ONEDNN_OPTS=1`: TensorFlow's oneDNN CPU kernels, which TensorFlow leaves off on some
-  CPUs, where matrix products then run at half speed.
+  CPUs, where matrix products then run far slower.
 * `XLA_FLAGS` gets `--xla_cpu_prefer_vector_width=512` on CPUs with AVX-512 (`xla_flags`).
 * `TF_ENABLED_DEVICE_TYPES` leaves GPUs out on a machine without any (`enabled_device_types`).
 """
@@ -31,9 +31,9 @@ def xla_flags(current, cpu_flags):
 
   XLA's CPU backend vectorizes its loops for 256-bit registers unless told otherwise. With
   512-bit vectors, on an AVX-512 CPU with AMX, the attention softmax and layer norm programs of
-  a bfloat16 BERT-Base training step ran 17% and 12% faster alone (the GELU's no faster), and
-  the whole bfloat16 step about 2%; the float32 step, which XLA compiles whole, was unchanged
-  within the noise (`docs/performance.md`).
+  a bfloat16 training step ran faster (the GELU's no faster), and so did the whole bfloat16
+  step; the float32 step, which XLA compiles whole, was unchanged within the noise
+  (`docs/design/cpu-kernels.md`).
 
   Args:
     current: the `XLA_FLAGS` set so far ("" for none).

@@ -5,8 +5,8 @@
 
 A bfloat16 training step on a CPU runs its AdamW update and its element-wise work in these
 kernels where they are built, and in XLA programs otherwise (`official_bert/ops/native.py`):
-no run compiles anything. The build takes about 30 seconds of CPU time (the two kernels at once,
-one compiler per core), once per CPU level, TensorFlow version and release of this package; it
+no run compiles anything. The build compiles the two kernels at once, one compiler per core,
+once per CPU level, TensorFlow version and release of this package; it
 needs a C++ compiler (`$CXX`, default `g++`). A library that is damaged, or was built for other
 CPU flags, TensorFlow or sources, is built again. Each line printed names a library, the
 instruction set it is for, its compiler flags beyond TensorFlow's and the time it took.

@@ -4,18 +4,17 @@
 products and embeddings in bfloat16 in the SavedModel (half the size, and no cast of the weights
 on each call) and computes in bfloat16 on the kernels `serving_choice` picks (`cpu_onednn`: layer
 norms and softmax with float32 statistics, float32 outputs); on a CPU with AMX (`amx_bf16`)
-oneDNN runs its matrix products at about four times the float32 rate.
+oneDNN runs its matrix products at several times the float32 rate.
 
 XLA (`jit_compile`) and the kernels are chosen per dtype and CPU from
 `benchmarks/serving_throughput.py` (`official_bert.training.accelerators.choose`): off for
 bfloat16, since XLA's CPU backend has no AMX kernels while the graph's oneDNN kernels use them
-(BERT-Base, batch 8, sequence 128: 3.1x the float32 export on an AMX Xeon, 1.9x on an AMD EPYC
-with AVX512-BF16); off for float32 too on Intel CPUs where TensorFlow runs its oneDNN kernels by
-default (`accelerators.onednn_by_default`), whose fused inference forms (`cpu_onednn`) served
-1.10x XLA; on for float32 elsewhere: 1.5x the graph on TensorFlow's own kernels, 1.05x the
-`cpu_onednn` graph on the AMD EPYC. The export is built on the chosen kernels, whatever the
-kernels the model was trained on. A server is expected to run on the kind of CPU the export was
-made on, with TensorFlow's default for it.
+(`docs/performance.md` has what each export serves); off for float32 too on Intel CPUs where
+TensorFlow runs its oneDNN kernels by default (`accelerators.onednn_by_default`), whose fused
+inference forms (`cpu_onednn`) served faster than XLA there; on for float32 elsewhere, where XLA
+served faster than the graph, on TensorFlow's own kernels as on an AMD EPYC's oneDNN ones. The
+export is built on the chosen kernels, whatever the kernels the model was trained on. A server is
+expected to run on the kind of CPU the export was made on, with TensorFlow's default for it.
 
 Example:
 

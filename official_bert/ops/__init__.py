@@ -80,8 +80,16 @@ def _on_tensorflow():
   return keras.backend.backend() == "tensorflow"
 
 
+# The backends' modules by name, imported once. A loss looks its backend up while a step is
+# traced; a dictionary lookup keeps `importlib` (which AutoGraph cannot convert, and warns of) out
+# of the traced code.
+_MODULES = {"stock": stock}
+
+
 def _module(name):
-  return stock if name == "stock" else importlib.import_module(f"official_bert.ops.{name}")
+  if name not in _MODULES:
+    _MODULES[name] = importlib.import_module(f"official_bert.ops.{name}")
+  return _MODULES[name]
 
 
 def kernels(choice="auto", argument="kernels"):

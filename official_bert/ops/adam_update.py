@@ -4,7 +4,7 @@ training step reads through copies (`ops.weight_copies`): a TensorFlow kernel of
 
 Why: XLA's CPU backend writes each output of a program in a loop of its own, so the compiled
 update passes over each weight four times (the moments, the weight, its bfloat16 copy) and reads
-about 46 bytes a weight where one pass needs 32 (`docs/performance.md`).
+about 46 bytes a weight where one pass needs 32 (`docs/design/cpu-kernels.md`).
 
 When: `Trainer` updates with it each weight whose gradient comes back dense in bfloat16 through
 its copy (plus, for BERT's tied word embeddings, the lookup's sparse float32 rows), when the

@@ -7,8 +7,8 @@ bound by memory: the feed-forward bias and GELU, the attention softmax with its 
 mask and dropout, and each sublayer's end (bias, dropout, residual sum, layer norm). XLA's CPU
 backend, which compiled these as small programs (`cpu_onednn._compiled_in_float32`), writes each
 output in a loop of its own and does not fuse a reduction into its consumers, so each program
-passes over its rows several times: with AMX's fast products they took about a third of a
-BERT-Base pre-training step (`docs/performance.md`). These kernels compute each row in float32
+passes over its rows several times: with AMX's fast products they take a large share of a
+BERT-Base training step (`docs/design/cpu-kernels.md`). These kernels compute each row in float32
 in the L1 cache and round the results to bfloat16 once, and their backward passes recompute the
 forward pass from its inputs, as the compiled programs do. Dropout uses `cpu_xla.dropout`'s
 hashed mask, bit for bit, so a step drops the same elements on either path.

@@ -3,8 +3,8 @@
 Without XLA, a CPU step runs TensorFlow's graph, whose optimizer (grappler's remapper) fuses a
 2-D `MatMul`, a `BiasAdd` and an activation (the tanh and erf GELUs, ReLU, tanh) into one oneDNN
 kernel. In bfloat16 that kernel's product uses AMX where the CPU has it, and the fused epilogue
-spares the element-wise passes that TensorFlow's bfloat16 kernels run slowly (the feed-forward
-GELU alone was a third of a BERT-Base forward pass before it was fused). The remapper sees none
+spares the element-wise passes that TensorFlow's bfloat16 kernels run slowly (unfused, the
+feed-forward GELU alone is a large share of a BERT-Base forward pass). The remapper sees none
 of this in the stock forms: Keras writes a 3-D product as a `Tensordot` whose reshape stands
 between the product and its bias, and a bias added with `+` keeps the activation apart.
 What the remapper cannot fuse in a training step, the element-wise work around the products (the
@@ -52,7 +52,7 @@ def dense(inputs, kernel, bias, activation=None, transpose_kernel=False, trainin
   from the product; in bfloat16 it is then `training_activation`'s one pass each way, which
   adds the bias too (and so sums the bias gradient in the same backward pass). A
   `residual` is added in 2-D right after the bias, where the graph optimizer fuses it into the
-  same kernel too (a residual add was 5% of a bfloat16 BERT-Base SavedModel's op time).
+  same kernel too, instead of a pass of its own over the layer's output.
 
   Example:
 
@@ -157,8 +157,8 @@ def _cast(tensor, dtype):
   """`tf.cast` inside an XLA program, between bfloat16 and float32 by the bits.
 
   XLA's CPU backend runs each bfloat16 cast as a pass of its own (a `wrapped_convert`) instead
-  of fusing it into its neighbours; as integer operations on the bits it fuses (the feed-forward
-  GELU of a BERT-Base step: 1.4 ms instead of 1.8). A bfloat16 is the upper half of a float32;
+  of fusing it into its neighbours; as integer operations on the bits it fuses into the
+  program's one pass. A bfloat16 is the upper half of a float32;
   the other way rounds to nearest, ties to even, as `tf.cast` does, and keeps NaNs NaN.
   """
   if tensor.dtype == dtype or {tensor.dtype, tf.as_dtype(dtype)} != {tf.bfloat16, tf.float32}:
@@ -172,7 +172,7 @@ def _cast(tensor, dtype):
   # half is above one half, or is one half and the kept half odd.
   rounded = tf.bitwise.right_shift(bits + 0x7FFF + lowest_kept, 16)
   # A NaN would round into the sign bit or to infinity: kept a (quiet) NaN instead. Selected
-  # as integers, which XLA fuses where a float `is_nan` and select it did not (2.1 ms).
+  # as integers, which XLA fuses where a float `is_nan` and select it did not.
   nan = tf.bitwise.bitwise_and(bits, 0x7FFFFFFF) > 0x7F800000
   rounded = tf.where(nan, tf.bitwise.bitwise_or(tf.bitwise.right_shift(bits, 16), 0x40), rounded)
   return tf.bitcast(tf.cast(rounded, tf.uint16), tf.bfloat16)
@@ -185,10 +185,11 @@ _COMPILED_CROSS_ENTROPY_MIN_CLASSES = 1024
 def sparse_softmax_cross_entropy(labels, logits):
   """`stock.sparse_softmax_cross_entropy`; over a vocabulary, as one XLA pass each way.
 
-  TensorFlow's kernel computes the softmax's gradient in the forward pass and keeps it; for the
-  masked-LM logits of a BERT-Base pre-training step (160 x 30,522) it took 23 ms forward and
-  backward, the compiled `cpu_xla` form (statistics forward, gradient recomputed backward) 7 ms.
-  Logits with fewer than 1,024 classes take TensorFlow's kernel, cheaper than a program's launch.
+  TensorFlow's kernel computes the softmax's gradient in the forward pass and keeps it, a
+  second array as large as the logits; the compiled `cpu_xla` form keeps only the statistics
+  forward and recomputes the gradient backward, which over a vocabulary (the masked-LM logits)
+  is much the cheaper. Logits with fewer than 1,024 classes take TensorFlow's kernel, cheaper
+  than a program's launch.
 
   Example:
 
@@ -212,13 +213,11 @@ def project_onto_table(hidden, table, bias):
   """`stock.project_onto_table`; in bfloat16, oneDNN's product alone, then the bias added by one
   XLA pass each way that returns float32 logits.
 
-  oneDNN runs the product with a bias over a vocabulary fused in at a fraction of its speed (the
-  masked-LM projection of a BERT-Base step, 160 x 768 onto 30,522: 15.2 ms against 8.5 for the
-  product alone), and the masked-LM head then casts the bfloat16 logits to float32 in a pass of
-  its own each way. Here one program adds the bias in float32 and returns the float32 logits the
-  head wants; backward, one program rounds their gradient to bfloat16 for the product and sums
-  the bias gradient in float32. Forward and backward with the compiled cross-entropy, the head's
-  projection took 36 ms against 48 (`benchmarks/pretraining_throughput.py` shows the step).
+  oneDNN runs the product with a bias over a vocabulary fused in much slower than the product
+  alone, and the masked-LM head then casts the bfloat16 logits to float32 in a pass of its own
+  each way. Here one program adds the bias in float32 and returns the float32 logits the head
+  wants; backward, one program rounds their gradient to bfloat16 for the product and sums the
+  bias gradient in float32 (`docs/design/cpu-kernels.md` has the measurements).
 
   Returns:
     `[rows, classes]` logits: float32 for bfloat16 inputs, else in the dtype of `hidden`.
@@ -247,10 +246,8 @@ def compiled_activation(activation):
 
   The backward pass recomputes the activation's derivative from its input instead of keeping the
   forward pass's intermediate values, and sums the bias gradient over the rows in float32 in the
-  same pass (TensorFlow's bfloat16 `BiasAddGrad` of the feed-forward product took 2.6% of a
-  bfloat16 BERT-Base fine-tuning step's op time). For the feed-forward GELU of a BERT-Base step
-  (batch 8, sequence 128, width 3,072), forward and backward together ran about ten times faster
-  than the same function as TensorFlow graph operations in float32
+  same pass, instead of TensorFlow's bfloat16 `BiasAddGrad` over the product's output. As
+  TensorFlow graph operations the same function would pass over the rows once per operation
   (`tests/models/test_bf16.py` checks both against the stock forms).
 
   Args:
@@ -338,8 +335,8 @@ def compiled_masked_softmax(scale, rate=0.0):
 
   The stock form scales the queries, casts the scores to float32, adds the padding mask, takes
   the softmax, casts the probabilities back and drops some, each a TensorFlow graph pass or an
-  XLA program forward and again backward (in a bfloat16 BERT-Base pre-training step, the
-  softmax's passes were 7% of the op time). The backward pass recomputes the softmax from the
+  XLA program forward and again backward: several passes over the largest activations of an
+  attention layer. The backward pass recomputes the softmax from the
   scores and hashes the same dropout mask (`cpu_xla.dropout`) again.
 
   Args:
@@ -381,8 +378,8 @@ def compiled_dropout_add_layer_norm(epsilon, rate):
   result rounded to bfloat16 once; the bias gradient is summed in float32 in the backward pass
   (TensorFlow's bfloat16 `BiasAddGrad` sums in bfloat16). Each program a bfloat16 training step
   calls costs more than its pass over memory (it runs on one core, and waits for the products
-  running beside it): in a BERT-Base pre-training step the dropouts' programs alone were 7% of
-  the step. The backward pass hashes the same dropout mask again and recomputes the
+  running beside it), so the fewer programs the better. The backward pass hashes the same
+  dropout mask again and recomputes the
   statistics from the inputs.
 
   Args:
@@ -440,8 +437,8 @@ def dropout(inputs, rate, seed):
   gradient that hashes the same mask again instead of keeping it.
 
   The stock form draws a random number per element, compares, scales and selects as separate
-  graph operations, forward and backward; in a bfloat16 BERT-Base step the draws alone were 4% of
-  the op time. Dropout is linear, so its gradient is the same dropout of the upstream gradient.
+  graph operations, forward and backward, the random draws the costliest of them. Dropout is
+  linear, so its gradient is the same dropout of the upstream gradient.
 
   Example:
 
@@ -470,8 +467,8 @@ def layer_norm(inputs, gamma, beta, epsilon, training=False):
   by `FusedBatchNormV3` in training mode, with scale and offset `Fill`s of ones and zeros,
   followed by `* gamma + beta`, into `_MklLayerNorm`, one pass that keeps its statistics in
   float32 also for bfloat16 inputs. (It matches none of the forms Keras writes when gamma and
-  beta are variables.) The stock form, in float32, spends a sixth of a bfloat16 BERT-Base forward
-  pass in its seven element-wise passes and the casts around them. The result is in the dtype
+  beta are variables.) The stock form, in float32, runs seven element-wise passes and the casts
+  around them, a large share of a bfloat16 forward pass. The result is in the dtype
   of `inputs`; the form needs dynamic `rows` (as in a SavedModel's signature) for the rewrite,
   and is still one `FusedBatchNormV3` where the shape is static. In training, bfloat16 inputs
   take `compiled_layer_norm`; float32 and float16 inputs take the stock form.

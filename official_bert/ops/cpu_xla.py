@@ -32,9 +32,9 @@ def label_logits(labels, logits):
 def matmul_transposed(inputs, kernel):
   """`stock.matmul_transposed` as one 2-D product over all leading axes.
 
-  (`tf.einsum("...i,oi->...o")`, the same function, compiled under XLA for CPU about 200 times
-  slower than this at BERT's shapes; an explicitly transposed kernel ran 0.98x this product at
-  BERT-Tiny and Mini, 0.87x at Base.)
+  (`tf.einsum("...i,oi->...o")`, the same function, compiles under XLA for CPU to a far slower
+  loop at BERT's shapes, and an explicitly transposed kernel ran slower than this product at
+  every BERT size measured.)
   """
   return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [1]])
 
@@ -154,8 +154,8 @@ def sparse_softmax_cross_entropy(labels, logits):
 
   `tf.nn.sparse_softmax_cross_entropy_with_logits` computes the softmax's gradient already in the
   forward pass and keeps it, so an XLA-compiled training step reads and writes the whole
-  `[predictions, vocab]` logits block more often than it needs: at BERT-Tiny that block (640 x
-  30,522 floats, 78 MB) was touched about ten times per step, a sixth of the step's time. Here the
+  `[predictions, vocab]` logits block more often than it needs, and at BERT-Tiny that block
+  (640 x 30,522 floats, 78 MB) is the step's largest array. Here the
   forward pass keeps only each row's maximum and sum of exponentials, and the backward pass
   recomputes the softmax in the one pass that writes the gradient. The masked-LM metrics reuse the
   same maximum and label logit, which XLA computes once for both.

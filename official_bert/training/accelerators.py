@@ -8,18 +8,19 @@ The one place that decides, from measurements on each kind of device
   at every BERT size, with the `cpu_xla` kernels shaped for it.
 * CPUs, bfloat16: no XLA, and the `cpu_onednn` kernels. XLA's CPU backend computes bfloat16
   products without the CPU's bfloat16 units (AMX, AVX512-BF16), at about float32's speed;
-  TensorFlow's oneDNN kernels use them, at about four times float32's speed on an AMX CPU and
-  twice on one with AVX512-BF16 alone (AMD Zen 4).
+  TensorFlow's oneDNN kernels use them, at several times float32's speed on an AMX CPU and
+  less on one with AVX512-BF16 alone (AMD Zen 4).
 * Serving float32 on an Intel CPU where TensorFlow runs oneDNN's kernels by default (those
   with VNNI, AVX512-BF16 or AMX: `onednn_by_default`): no XLA, and the `cpu_onednn` inference
   forms (products fused with their bias and activation, one-pass layer norms, attention on fused
-  batched products), 1.10x XLA for a BERT-Base SavedModel at batch 8 on an AMX Xeon. Elsewhere,
-  XLA: it ran 1.5x the graph on TensorFlow's own kernels (where oneDNN is off by default), and
-  1.05x the `cpu_onednn` graph on an AMD EPYC with AVX512-BF16 (batch 1: 134 against 180 ms).
+  batched products), which served a BERT-Base SavedModel faster than XLA on an AMX Xeon.
+  Elsewhere, XLA: it served faster than the graph on TensorFlow's own kernels (where oneDNN is
+  off by default), and than the `cpu_onednn` graph on an AMD EPYC with AVX512-BF16
+  (`docs/design/cpu-kernels.md`).
 * CPUs without XLA for the step: XLA still compiles the update apart (gradient clipping and the
   optimizer's float32 element-wise work over every weight, fused into one pass per variable). In
-  TensorFlow's graph the same update runs as a dozen separate passes over each variable: a
-  quarter of a BERT-Base bfloat16 pre-training step's op time, measured with `tf.profiler`.
+  TensorFlow's graph the same update runs as a dozen separate passes over each variable, a
+  large share of a bfloat16 step's op time in a `tf.profiler` trace.
   Under a mixed policy the compiled update also writes the low-precision copies of the weights
   that the next step reads instead of casting them (`official_bert.ops.weight_copies`; the
   `Trainer` keeps them on one device, without gradient accumulation).

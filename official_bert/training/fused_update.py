@@ -8,7 +8,7 @@ embeddings, the pooler) by the compiled update, after the kernel's. Both clip by
 of all the gradients. The kernel's library sums the squares of each of its gradients as soon as
 that gradient is ready (`adam_update.squared_norm`), beside the backward pass's products, and one
 XLA program adds the rest's before either update runs: as one program over all the gradients,
-the norm had been some 15 ms of a BERT-Base step with nothing beside it. A sparse part enters
+the norm would be a pass at the step's end with nothing beside it. A sparse part enters
 the norm exactly without a dense float32 table: `|D + S|^2 = |D|^2 + sum over S's rows r of
 (|D_r + S_r|^2 - |D_r|^2)`.
 """

@@ -57,7 +57,8 @@ def test_a_tiny_run_tables_every_row_with_sane_numbers(tmp_path):
              "--dupe_factor=2", "--learning_rate=5e-3"]
   if torch_python:
     command.append(f"--torch_python={torch_python}")
-  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
+  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2",
+         "BENCHMARK_RESULTS_DIR": str(tmp_path / "generated")}
   run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
                        check=False)
   assert run.returncode == 0, run.stderr[-3000:]
@@ -89,6 +90,10 @@ def test_a_tiny_run_tables_every_row_with_sane_numbers(tmp_path):
       assert 0 <= float(accuracy) <= 1 and int(seconds) >= 0, cell
   assert results.read_text(encoding="utf-8").splitlines() == lines[lines.index(
       next(line for line in lines if line.startswith("Pre-training convergence"))):]
+  # The generated results file holds the same tables, under its header.
+  generated = (tmp_path / "generated" / "pretraining_convergence.md").read_text(encoding="utf-8")
+  assert generated.startswith("# Results of `benchmarks/pretraining_convergence.py`")
+  assert results.read_text(encoding="utf-8").strip() in generated
 
   # The records are cached: a second run would read them (the name covers the options).
   assert len(list(work_dir.glob("train-*.tfrecord"))) == 1

@@ -21,13 +21,14 @@ import hf_bridge  # noqa: E402  (a module of benchmarks/, not of the package)
 
 
 @pytest.mark.slow
-def test_hugging_face_rows_run_or_are_left_out_by_name():
+def test_hugging_face_rows_run_or_are_left_out_by_name(tmp_path):
   torch_python = hf_bridge.find_torch_python(os.environ.get("BERT_TORCH_PYTHON"))
   command = [sys.executable, str(BENCHMARKS / "pretraining_throughput.py"), "--configs=smoke",
              "--dtypes=float32,bfloat16", "--variants=hf_eager,hf_compile", "--repeats=1"]
   if torch_python:
     command.append(f"--torch_python={torch_python}")
-  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
+  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2",
+         "BENCHMARK_RESULTS_DIR": str(tmp_path / "results")}
   run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
                        check=False)
   assert run.returncode == 0, run.stderr[-3000:]
@@ -56,10 +57,11 @@ def test_torch_process_reports_a_failed_peer_with_its_last_words(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_fused_element_wise_kernels_are_timed_against_the_compiled_programs():
+def test_the_fused_element_wise_kernels_are_timed_against_the_compiled_programs(tmp_path):
   command = [sys.executable, str(BENCHMARKS / "pretraining_throughput.py"), "--configs=smoke",
              "--dtypes=bfloat16", "--variants=ours,ours_compiled_elementwise", "--repeats=1"]
-  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
+  env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2",
+         "BENCHMARK_RESULTS_DIR": str(tmp_path / "results")}
   run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
                        check=False)
   assert run.returncode == 0, run.stderr[-3000:]

@@ -22,8 +22,9 @@ DTYPES = ("float32", "bfloat16")
 
 
 @pytest.mark.slow
-def test_smoke_run_prints_every_cell():
-  env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "TF_CPP_MIN_LOG_LEVEL": "2"}
+def test_smoke_run_prints_every_cell(tmp_path):
+  env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "TF_CPP_MIN_LOG_LEVEL": "2",
+         "BENCHMARK_RESULTS_DIR": str(tmp_path / "results")}
   torch_python = os.environ.get("BERT_TORCH_PYTHON")
   # XLA off only: with it on, each cell runs the same lines of the script (only `jit_compile`
   # differs), and compiling doubles the exports and calls; test_export.py serves both.
@@ -33,6 +34,7 @@ def test_smoke_run_prints_every_cell():
   run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, check=False)
   assert run.returncode == 0, run.stderr[-3000:]
   out = run.stdout
+  assert not (tmp_path / "results").exists()  # a smoke run's figures go to no results file
   assert re.search(r"start: load average [\d.]+ on \d+ CPUs", out)
   # The servers run with TensorFlow's default for this CPU, as one started without the variable,
   # whatever the benchmark's own process set (official_bert.cli sets it).

@@ -1,6 +1,7 @@
 """The training engine's loops on real pre-training records: learning, resuming, accumulating,
 evaluating, predicting, mixed precision and the stop on a non-finite loss."""
 
+import importlib
 import os
 
 import keras
@@ -14,6 +15,7 @@ from official_bert.training import NonFiniteLossError, updates
 
 from testing import (
   PREDICTIONS,
+  fixed_pretraining_batch,
   make_records,
   make_trainer,
   pretraining_dataset_fn,
@@ -285,3 +287,24 @@ def test_the_plain_and_compiled_updates_clip_and_step_alike():
     # Clipped to norm 1, then one SGD step of 0.5.
     np.testing.assert_allclose(kernel, 1.0 - 0.5 * 2.0 / expected_norm, rtol=1e-6)
     np.testing.assert_allclose(bias, 0.5 * 1.0 / expected_norm, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernels", ["stock", "cpu_xla"])
+def test_a_traced_step_imports_nothing(tmp_path, monkeypatch, kernels):
+  """AutoGraph cannot convert importlib's frozen code: an import inside the traced step (a lookup
+  of the kernels' module, say) would put a "could not transform" warning in every run's log."""
+  vocab_size = 40
+  trainer = make_trainer(tmp_path / "run", tiny_pretraining_config(vocab_size),
+                         tiny_engine(kernels=kernels, steps_per_loop=1, log_steps=1), num_steps=1)
+  traced_imports = []
+  real_import = importlib.import_module
+
+  def watched_import(name, package=None):
+    if tf.inside_function():
+      traced_imports.append(name)
+    return real_import(name, package)
+
+  monkeypatch.setattr(importlib, "import_module", watched_import)
+  trainer.train(fixed_pretraining_batch(vocab_size), 1)
+  assert trainer.global_step == 1
+  assert traced_imports == []
