@@ -215,7 +215,7 @@ class ClassificationTask(base.Task):
     config = ExperimentConfig(
         task=ClassificationConfig(vocab_file="vocab.txt", task_name="MRPC",
                                   data_dir="glue/MRPC"),
-        trainer=TrainerConfig(learning_rate=2e-5),
+        trainer=TrainerConfig(optimizer=OptimizerConfig(learning_rate=2e-5)),
         model=BertConfig.from_json_file("bert_config.json"),
         output_dir="/tmp/mrpc_output", init_checkpoint="uncased_L-12_H-768_A-12")
     driver.run_experiment(config, Modes(train=True, eval=True))

@@ -167,7 +167,7 @@ class SwagTask(base.Task):
     model = "uncased_L-12_H-768_A-12"
     config = ExperimentConfig(
         task=SwagConfig(vocab_file=f"{model}/vocab.txt", data_dir="swagaf/data"),
-        trainer=TrainerConfig(learning_rate=2e-5),
+        trainer=TrainerConfig(optimizer=OptimizerConfig(learning_rate=2e-5)),
         model=BertConfig.from_json_file(f"{model}/bert_config.json"),
         output_dir="/tmp/swag_output", init_checkpoint=model)
     driver.run_experiment(config, Modes(train=True, eval=True))

@@ -67,9 +67,10 @@ def pretraining_metrics(outputs, labels, kernels="auto"):
 class PretrainingTask(base.Task):
   """Masked LM + next-sentence pre-training on `create_pretraining_data.py` records.
 
-  The step count is the trainer's own (`TrainerConfig.num_train_steps` and `num_warmup_steps`,
-  as the original's flags), not epochs; evaluation averages the original metrics over at most
-  `max_eval_steps` batches of `input_file` and runs under every strategy, multi-worker included.
+  The step count is the trainer's own (`TrainerConfig.num_train_steps` and its optimizer's
+  `num_warmup_steps`, as the original's flags), not epochs; evaluation averages the original
+  metrics over at most `max_eval_steps` batches of `input_file` and runs under every strategy,
+  multi-worker included.
 
   Args:
     bert_config: the model's `BertConfig`.
@@ -88,7 +89,8 @@ class PretrainingTask(base.Task):
 
     config = ExperimentConfig(
         task=PretrainingConfig(input_file="/tmp/tf_examples.tfrecord"),
-        trainer=TrainerConfig(num_train_steps=20, num_warmup_steps=10),
+        trainer=TrainerConfig(num_train_steps=20,
+                              optimizer=OptimizerConfig(num_warmup_steps=10)),
         model=BertConfig.from_json_file("bert_config.json"), output_dir="/tmp/out")
     driver.run_experiment(config, Modes(train=True, eval=True))
   """

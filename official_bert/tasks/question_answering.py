@@ -150,7 +150,8 @@ class SquadTask(base.Task):
     config = ExperimentConfig(
         task=SquadConfig(vocab_file=f"{base_dir}/vocab.txt", train_file="train-v1.1.json",
                          predict_file="dev-v1.1.json"),
-        trainer=TrainerConfig(train_batch_size=12, learning_rate=3e-5, num_train_epochs=2.0),
+        trainer=TrainerConfig(train_batch_size=12, num_train_epochs=2.0,
+                              optimizer=OptimizerConfig(learning_rate=3e-5)),
         model=BertConfig.from_json_file(f"{base_dir}/bert_config.json"),
         output_dir="/tmp/squad_base", init_checkpoint=f"{base_dir}/bert_model.ckpt")
     driver.run_experiment(config, Modes(train=True, predict=True))

@@ -3,9 +3,9 @@
 `driver.run` creates one `Runner` per run from a `Task` (`official_bert.tasks.base`) and the
 run's `experiment.ExperimentConfig`; only the driver uses it. The runner
 
-* sets up the engine (`EngineConfig.setup()`: strategy, precision, seeds), hands the task the
-  engine's kernels (`Task.kernels`) and builds the task's model and the optimizer in the
-  strategy's scope, with the trainer's step count
+* sets up the engine (`RuntimeConfig.setup()`: strategy, precision, seeds), hands the task the
+  engine's kernels (`Task.kernels`) and builds the task's model and the optimizer
+  (`OptimizerConfig.create`) in the strategy's scope, with the trainer's step count
   (`TrainerConfig.steps`: for fine-tuning `int(num_examples / train_batch_size *
   num_train_epochs)` and `int(num_train_steps * warmup_proportion)` warmup steps, as the original
   scripts);
@@ -24,9 +24,8 @@ import tensorflow as tf
 
 from official_bert.checkpoints import restore_task_weights, resume
 from official_bert.common import file_io, tfrecord_errors
-from official_bert.tasks import experiment
 from official_bert.training import distribution, progress
-from official_bert.training.optimization import create_optimizer
+from official_bert.training.config import check_batch_split
 from official_bert.training.trainer import Trainer
 
 EVAL_RESULTS = "eval_results.txt"
@@ -80,24 +79,23 @@ class Runner:
     if train:
       self.num_train_steps, self.num_warmup_steps = config.trainer.steps(
           None if config.trainer.num_train_steps else task.num_train_examples())
-    engine = config.runtime
-    self.strategy = engine.setup()  # first: multi-worker set-up must precede other TF work
+    runtime, trainer = config.runtime, config.trainer
+    self.strategy = runtime.setup()  # first: multi-worker set-up must precede other TF work
     if train:
-      experiment.check_batch_split(config.trainer.train_batch_size,
-                                   engine.gradient_accumulation_steps,
-                                   self.strategy.num_replicas_in_sync)
+      check_batch_split(trainer.train_batch_size, trainer.gradient_accumulation_steps,
+                        self.strategy.num_replicas_in_sync)
     tf.io.gfile.makedirs(config.output_dir)
     # The kernels are a property of the model: the engine's choice for this strategy's devices.
-    task.kernels = engine.accelerator_choice(self.strategy).kernels
+    task.kernels = runtime.accelerator_choice(self.strategy).kernels
     with self.strategy.scope():
       self.model = task.build_model()
       optimizer = None
       if train:
-        optimizer = create_optimizer(engine.optimizer_type, config.trainer.learning_rate,
-                                     self.num_train_steps, self.num_warmup_steps,
-                                     engine.weight_decay, dtype=engine.dtype)
+        optimizer = trainer.optimizer.create(self.num_train_steps, self.num_warmup_steps,
+                                             dtype=runtime.dtype)
     self.trainer = Trainer(self.model, task.loss, optimizer, strategy=self.strategy,
-                           model_dir=config.output_dir, config=engine, metrics_fn=task.metrics,
+                           model_dir=config.output_dir, config=trainer, runtime=runtime,
+                           metrics_fn=task.metrics,
                            restore_fn=resume.original_restore_fn(self.model, optimizer))
     self.is_chief = distribution.is_chief(self.strategy)
     restored_step = self.trainer.restore() if task.resumes else 0

@@ -11,7 +11,7 @@ from official_bert import BertConfig
 from official_bert.common.errors import UserError
 from official_bert.data import synthetic
 from official_bert.tasks import base, driver, experiment, output_folder
-from official_bert.training import EngineConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
 from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
 
@@ -34,9 +34,10 @@ TASKS = [
 def test_every_task_kind_goes_through_json_and_back_unchanged(task, tmp_path):
   config = experiment.ExperimentConfig(
       task=task, model=MODEL, output_dir=str(tmp_path), init_checkpoint="bert_model.ckpt",
-      trainer=experiment.TrainerConfig(train_batch_size=12, learning_rate=3e-5,
-                                       num_train_steps=7),
-      runtime=EngineConfig(dtype="bfloat16", seed=3, optimizer_type="lamb"))
+      trainer=TrainerConfig(train_batch_size=12, num_train_steps=7, steps_per_loop=3,
+                            optimizer=OptimizerConfig(type="lamb", learning_rate=3e-5,
+                                                      beta_2=0.98)),
+      runtime=RuntimeConfig(dtype="bfloat16", seed=3))
   path = config.write()
   assert path == str(tmp_path / experiment.CONFIG_NAME)
   assert json.loads((tmp_path / experiment.CONFIG_NAME).read_text())["task"]["kind"] == task.kind
@@ -62,13 +63,14 @@ def test_a_bad_config_file_names_the_file_and_what_is_wrong(tmp_path):
 def test_the_fingerprint_comes_from_the_marked_fields_of_the_tree(tmp_path):
   pretraining = experiment.ExperimentConfig(
       task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
-      trainer=experiment.TrainerConfig(num_train_steps=10, num_warmup_steps=1))
+      trainer=TrainerConfig(num_train_steps=10, optimizer=OptimizerConfig(num_warmup_steps=1)))
   parts = experiment.fingerprint(pretraining)
   # The same command with more steps trains further: the step counts are not in it.
   longer = experiment.ExperimentConfig(
       task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
-      trainer=experiment.TrainerConfig(num_train_steps=1000, num_warmup_steps=100,
-                                       eval_batch_size=99))
+      trainer=TrainerConfig(num_train_steps=1000, eval_batch_size=99, steps_per_loop=7,
+                            optimizer=OptimizerConfig(num_warmup_steps=100, clip_norm=None)),
+      runtime=RuntimeConfig(dtype="bfloat16", seed=5))
   assert experiment.fingerprint(longer) == parts
   assert parts["model"] == {"bert_config": MODEL.to_dict(), "do_lower_case": None,
                             "max_seq_length": 128, "max_predictions_per_seq": 20}
@@ -80,10 +82,12 @@ def test_the_fingerprint_comes_from_the_marked_fields_of_the_tree(tmp_path):
   assert dynamic["training"]["masked_lm_prob"] == 0.2
   faster = experiment.ExperimentConfig(
       task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
-      trainer=experiment.TrainerConfig(learning_rate=1e-3),
-      runtime=EngineConfig(weight_decay=0.0))
+      trainer=TrainerConfig(optimizer=OptimizerConfig(learning_rate=1e-3, weight_decay=0.0,
+                                                      type="lamb", beta_1=0.8)))
   assert output_folder.differences(parts, experiment.fingerprint(faster), ["training"]) == [
+      "training.beta_1: None then, 0.8 now",
       "training.learning_rate: 5e-05 then, 0.001 now",
+      "training.optimizer_type: 'adamw' then, 'lamb' now",
       "training.weight_decay: 0.01 then, 0.0 now"]
   squad = experiment.fingerprint(experiment.ExperimentConfig(
       task=experiment.SquadConfig(doc_stride=64, max_answer_length=10), model=MODEL,
@@ -112,8 +116,9 @@ def test_the_written_config_reproduces_the_run_and_its_fingerprint_keeps_its_sto
       task=experiment.ClassificationConfig(vocab_file=str(vocab), task_name="SST-2",
                                            data_dir=str(data), max_seq_length=16),
       model=model, output_dir=str(tmp_path / "out"),
-      trainer=experiment.TrainerConfig(train_batch_size=8, num_train_epochs=1.0),
-      runtime=EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2))
+      trainer=TrainerConfig(train_batch_size=8, num_train_epochs=1.0, steps_per_loop=2,
+                            log_steps=2),
+      runtime=RuntimeConfig(enable_xla=False, seed=0))
   first = driver.run_experiment(config, base.Modes(train=True, eval=True))
   written = experiment.ExperimentConfig.read(tmp_path / "out")
   assert written == config
@@ -183,9 +188,9 @@ def test_the_flags_of_a_tool_map_onto_the_tree(tmp_path):
   assert config == experiment.ExperimentConfig(
       task=experiment.SquadConfig(vocab_file="vocab.txt", train_file="train-v1.1.json",
                                   doc_stride=64),
-      trainer=experiment.TrainerConfig(train_batch_size=12, learning_rate=3e-5,
-                                       num_train_epochs=2.0),
-      runtime=EngineConfig(distribution_strategy="tpu", tpu="grpc://1.2.3.4:8470",
-                           dtype="bfloat16", seed=7, save_checkpoints_steps=50),
+      trainer=TrainerConfig(train_batch_size=12, num_train_epochs=2.0, save_checkpoints_steps=50,
+                            optimizer=OptimizerConfig(learning_rate=3e-5)),
+      runtime=RuntimeConfig(distribution_strategy="tpu", tpu="grpc://1.2.3.4:8470",
+                            dtype="bfloat16", seed=7),
       model=MODEL, output_dir=f"{tmp_path}/out", init_checkpoint="bert_model.ckpt")
   assert config.task.max_seq_length == 384  # run_squad.py's default, as the original's

@@ -8,13 +8,14 @@ from official_bert import BertClassifier, BertEncoder
 from official_bert.checkpoints import check_init_checkpoint, save_tf1_checkpoint
 from official_bert.tasks import base, driver, experiment
 from official_bert.tasks.classification import classification_loss
-from official_bert.training import EngineConfig
+from official_bert.training import RuntimeConfig
 
-from testing import tiny_bert_config
+from testing import engine_configs, tiny_bert_config
 
 CONFIG = tiny_bert_config(30, max_position_embeddings=16)
 SEQ = 8
-ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2)
+ENGINE = engine_configs(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2, train_batch_size=8,
+                        num_train_epochs=1.0, learning_rate=1e-3)
 
 
 class _RecordingTask(base.Task):
@@ -73,9 +74,7 @@ class _RecordingTask(base.Task):
 
 
 def _config(tmp_path, **kwargs):
-  values = dict(output_dir=str(tmp_path / "out"), runtime=ENGINE,
-                trainer=experiment.TrainerConfig(train_batch_size=8, num_train_epochs=1.0,
-                                                 learning_rate=1e-3))
+  values = dict(output_dir=str(tmp_path / "out"), **ENGINE)
   values.update(kwargs)
   return experiment.ExperimentConfig(**values)
 
@@ -100,7 +99,7 @@ def test_the_driver_runs_the_steps_in_order_and_writes_eval_results(tmp_path):
 
 def test_multi_worker_evaluation_is_refused_before_any_work(tmp_path):
   task = _RecordingTask()
-  config = _config(tmp_path, runtime=EngineConfig(distribution_strategy="multi_worker_mirrored"))
+  config = _config(tmp_path, runtime=RuntimeConfig(distribution_strategy="multi_worker_mirrored"))
   with pytest.raises(ValueError, match="--do_eval run on one machine"):
     driver.run(task, config, base.Modes(train=True, eval=True))
   assert task.calls == [] and not (tmp_path / "out").exists()

@@ -13,14 +13,15 @@ from official_bert.checkpoints import check_init_checkpoint
 from official_bert.tasks import base, experiment
 from official_bert.tasks import runner as run_lib
 from official_bert.tasks.classification import classification_loss, classification_metrics
-from official_bert.training import EngineConfig
 
-from testing import SPECIAL_TOKENS, tiny_bert_config, write_vocab
+from testing import SPECIAL_TOKENS, engine_configs, tiny_bert_config, write_vocab
 
 CONFIG = tiny_bert_config(30, max_position_embeddings=16)
 SEQ = 8
-ENGINE = EngineConfig(enable_xla=False, deterministic=True, seed=0, steps_per_loop=4,
-                      log_steps=4, save_checkpoints_steps=4)
+ENGINE = engine_configs(enable_xla=False, deterministic=True, seed=0, steps_per_loop=4,
+                        log_steps=4, save_checkpoints_steps=4, train_batch_size=8,
+                        eval_batch_size=16, predict_batch_size=20, learning_rate=1e-3,
+                        num_train_epochs=2.0)
 
 
 def _toy_data(count=48, seed=0):
@@ -78,10 +79,7 @@ class _ToyTask(base.Task):
 
 def _runner(output_dir, num_train_examples=48, resumes=True, **config):
   config = experiment.ExperimentConfig(
-      output_dir=str(output_dir), runtime=ENGINE, **config,
-      trainer=experiment.TrainerConfig(train_batch_size=8, eval_batch_size=16,
-                                       predict_batch_size=20, learning_rate=1e-3,
-                                       num_train_epochs=2.0))
+      output_dir=str(output_dir), **ENGINE, **config)
   task = _ToyTask(num_train_examples)
   task.resumes = resumes
   init = check_init_checkpoint(config.init_checkpoint) if config.init_checkpoint else None
@@ -95,9 +93,10 @@ def _weights(model):
 def test_training_steps_follow_the_original_rounding():
   trainer = experiment.TrainerConfig
   assert trainer(train_batch_size=32, num_train_epochs=3.0).steps(3668) == (343, 34)
-  assert trainer(train_batch_size=32, num_train_epochs=1.0, warmup_proportion=0.5).steps(100) \
-      == (3, 1)
-  assert trainer(num_train_steps=20, num_warmup_steps=10).steps() == (20, 10)
+  half = experiment.OptimizerConfig(warmup_proportion=0.5)
+  assert trainer(train_batch_size=32, num_train_epochs=1.0, optimizer=half).steps(100) == (3, 1)
+  ten = experiment.OptimizerConfig(num_warmup_steps=10)
+  assert trainer(num_train_steps=20, optimizer=ten).steps() == (20, 10)
   with pytest.raises(ValueError, match="no training step"):
     trainer(train_batch_size=32, num_train_epochs=1.0).steps(10)
 
@@ -107,10 +106,16 @@ def test_training_steps_follow_the_original_rounding():
     ("warmup_proportion", 1.5, "warmup_proportion"),
     ("num_train_epochs", 0.0, "num_train_epochs"),
     ("num_train_steps", 0, "num_train_steps"),
+    ("steps_per_loop", 0, "steps_per_loop"),
+    ("learning_rate", 0.0, "learning_rate"),
+    ("type", "sgd", "optimizer type must be one of adamw"),
 ])
 def test_trainer_config_rejects_bad_values(field, value, message):
   with pytest.raises(ValueError, match=message):
-    experiment.TrainerConfig(**{field: value})
+    if field in experiment.OptimizerConfig.__dataclass_fields__:
+      experiment.OptimizerConfig(**{field: value})
+    else:
+      experiment.TrainerConfig(**{field: value})
 
 
 def test_experiment_config_needs_an_output_dir():
