@@ -433,13 +433,15 @@ def original_variables(config, heads=True, seed=0):
 # === Tasks ===
 
 def run_task(task_class, *, config, bert_config_file, do_train=False, do_eval=False,
-             do_predict=False, **task_args):
-  """Runs a task as its script does (`driver.run`), from a `bert_config.json` path."""
+             do_predict=False, **task_settings):
+  """Runs a task as its script does (`driver.run`), from a `bert_config.json` path; the task is
+  built from its config class with `task_settings`."""
   from official_bert.tasks import driver
   from official_bert.tasks.base import Modes
 
   modes = Modes(train=do_train, eval=do_eval, predict=do_predict)
-  task = task_class(bert_config=BertConfig.from_json_file(bert_config_file), **task_args)
+  task = task_class(task_class.config_class(**task_settings),
+                    BertConfig.from_json_file(bert_config_file))
   return driver.run(task, config, modes)
 
 

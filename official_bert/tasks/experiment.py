@@ -71,8 +71,9 @@ CONFIG_NAME = "experiment_config.json"
 class TaskConfig:
   """What every task reads: the vocabulary, the casing and the sequence length.
 
-  A task's own settings (data paths, ...) are the fields of its subclass; `kind` names it in
-  `experiment_config.json` and `task_class` is the `Task` that runs it.
+  A task's own settings (data paths, ...) are the fields of its subclass, each declared and
+  explained there once; the `Task` registered for the subclass (`base.register`) is built from
+  it and reads it. `kind` names the subclass in `experiment_config.json`.
 
   Args:
     vocab_file: the WordPiece vocabulary (copied into the saved model folder).
@@ -82,7 +83,6 @@ class TaskConfig:
   """
 
   kind: ClassVar[str] = "task"
-  task_class: ClassVar[str | None] = None
 
   vocab_file: str | None = None
   do_lower_case: bool | None = setting(MODEL, True)
@@ -91,10 +91,24 @@ class TaskConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ClassificationConfig(TaskConfig):
-  """`run_classifier.py`: see `tasks.classification.ClassificationTask` for the fields."""
+  """`run_classifier.py` (`tasks.classification.ClassificationTask`): sentence(-pair)
+  classification or regression.
+
+  Args:
+    task_name: a GLUE task (`CoLA`, `SST-2`, `MRPC`, `STS-B`, `QQP`, `MNLI`, `QNLI`, `RTE`,
+      `WNLI`, `AX`, `XNLI`) or `custom`; not needed with `tfds_name`.
+    data_dir: the task's folder of files (for TFDS, optionally its data folder).
+    tfds_name: read a TFDS dataset such as `glue/sst2` instead of files.
+    custom_options: for `custom`: `text_a_column`, `label_column` (required), `text_b_column`,
+      `is_regression`, `has_header` (see `custom_data.CustomProcessor`) and `train_file`,
+      `dev_file`, `test_file` for files not named `<split>.<csv|tsv|jsonl>` in `data_dir`.
+    skip_malformed_rows: skip (and count) malformed rows instead of stopping at the first;
+      None keeps the data's default (skip for QQP only).
+    xnli_language: for XNLI, the language of the train file and of the dev rows (default `zh`,
+      as in the original).
+  """
 
   kind: ClassVar[str] = "classification"
-  task_class: ClassVar[str] = "official_bert.tasks.classification.ClassificationTask"
 
   task_name: str | None = None
   data_dir: str | None = None
@@ -106,7 +120,14 @@ class ClassificationConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class SplitFilesConfig(TaskConfig):
-  """A task whose splits are files: a folder of conventionally named ones, or each by name."""
+  """A task whose splits are files: a folder of conventionally named ones, or each by name.
+
+  Args:
+    data_dir: a folder with the task's conventionally named files (see the task).
+    train_file: the training file, instead of `data_dir`'s.
+    eval_file: the (labelled) evaluation file.
+    predict_file: the file to predict (labels optional).
+  """
 
   data_dir: str | None = None
   train_file: str | None = None
@@ -116,26 +137,43 @@ class SplitFilesConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class NerConfig(SplitFilesConfig):
-  """`run_ner.py`: see `tasks.tagging.NerTask`."""
+  """`run_ner.py` (`tasks.tagging.NerTask`): CoNLL-style files, `data_dir` holding `train.txt`,
+  `dev.txt` or `valid.txt`, `test.txt` (or `.conll`); `max_seq_length` counts WordPieces per
+  feature, and longer sentences are split between words."""
 
   kind: ClassVar[str] = "ner"
-  task_class: ClassVar[str] = "official_bert.tasks.tagging.NerTask"
 
 
 @dataclasses.dataclass(frozen=True)
 class SwagConfig(SplitFilesConfig):
-  """`run_swag.py`: see `tasks.multiple_choice.SwagTask`."""
+  """`run_swag.py` (`tasks.multiple_choice.SwagTask`): SWAG-format files, `data_dir` holding
+  `train.csv`, `val.csv`, `test.csv` (or `.jsonl`); `max_seq_length` counts the tokens of one
+  (context, ending) pair."""
 
   kind: ClassVar[str] = "swag"
-  task_class: ClassVar[str] = "official_bert.tasks.multiple_choice.SwagTask"
 
 
 @dataclasses.dataclass(frozen=True)
 class SquadConfig(TaskConfig):
-  """`run_squad.py`: see `tasks.question_answering.SquadTask`."""
+  """`run_squad.py` (`tasks.question_answering.SquadTask`).
+
+  Args:
+    max_seq_length: WordPieces per window, `[CLS]` and both `[SEP]` included.
+    train_file: SQuAD JSON for training, e.g. `train-v1.1.json`.
+    predict_file: SQuAD JSON to answer, e.g. `dev-v1.1.json`; scored when it holds answers.
+    doc_stride: WordPieces between the starts of a long context's windows.
+    max_query_length: questions are cut to this many WordPieces.
+    n_best_size: answers kept per question in `nbest_predictions.json`.
+    max_answer_length: longest answer, in WordPieces.
+    version_2_with_negative: SQuAD v2.0: some questions have no answer.
+    null_score_diff_threshold: v2.0: predict "" when the null score minus the best span's score
+      exceeds this.
+    verbose_logging: log the first features and every question's predicted answer.
+    bad_answer_policy: `skip` (counted and logged by question id) or `error`: what to do with a
+      training answer that is not at its `answer_start` (see `squad.read_squad_examples`).
+  """
 
   kind: ClassVar[str] = "squad"
-  task_class: ClassVar[str] = "official_bert.tasks.question_answering.SquadTask"
 
   max_seq_length: int = setting(MODEL, 384)
   train_file: str | None = None
@@ -152,11 +190,23 @@ class SquadConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig(TaskConfig):
-  """`run_pretraining.py`: see `tasks.pretraining.PretrainingTask`. Its step counts are the
-  trainer's (`TrainerConfig.num_train_steps`)."""
+  """`run_pretraining.py` (`tasks.pretraining.PretrainingTask`). Its step counts are the
+  trainer's (`TrainerConfig.num_train_steps`).
+
+  Args:
+    do_lower_case: None: pre-training reads records, not text.
+    max_seq_length: sequence length of the records.
+    input_file: comma-separated TFRecord files or globs from `create_pretraining_data.py`.
+    max_predictions_per_seq: masked positions per record.
+    max_eval_steps: evaluation batches at most.
+    dynamic_masking: draw new masks for every batch instead of the stored ones (needs
+      `vocab_file`).
+    masked_lm_prob: fraction of tokens masked by dynamic masking.
+    do_whole_word_mask: dynamic masking masks whole words.
+    export_tf1: also export the original TF1 checkpoint format.
+  """
 
   kind: ClassVar[str] = "pretraining"
-  task_class: ClassVar[str] = "official_bert.tasks.pretraining.PretrainingTask"
 
   do_lower_case: bool | None = setting(MODEL, None)
   input_file: str | None = None
@@ -170,10 +220,24 @@ class PretrainingConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class FeatureExtractionConfig(TaskConfig):
-  """`extract_features.py`: see `tasks.feature_extraction.FeatureExtractionTask`."""
+  """`extract_features.py` (`tasks.feature_extraction.FeatureExtractionTask`).
+
+  Args:
+    vocab_file: the WordPiece vocabulary; by default the `vocab.txt` beside the checkpoint.
+    do_lower_case: lower-case the text (uncased models); checked against the checkpoint.
+    max_seq_length: longest packed sequence; longer texts are truncated (and counted).
+    input_file: one text per line; ` ||| ` separates a pair.
+    output_file: the JSON-lines output, written atomically (a temporary file, then renamed).
+    bert_config_file: the path of the encoder's `bert_config.json`, when the task is given no
+      `BertConfig`; by default the one beside the init checkpoint.
+    layers: the layers whose per-token values are written (`"-1,-2,-3,-4"`: the last four), a
+      comma-separated string or a list of ints.
+    pooling: None for per-token features, or `cls` / `mean` for one vector per line.
+    pooling_layer: the layer that `pooling` reads (-1: the last).
+    normalize: L2-normalise the pooled vectors.
+  """
 
   kind: ClassVar[str] = "feature_extraction"
-  task_class: ClassVar[str] = "official_bert.tasks.feature_extraction.FeatureExtractionTask"
 
   input_file: str | None = None
   output_file: str | None = None

@@ -40,7 +40,7 @@ from official_bert.common.errors import UserError
 from official_bert.configs import REQUIRED_FIELDS
 from official_bert.data import squad, synthetic
 from official_bert.tasks import base, classification, driver, output_folder
-from official_bert.tasks.experiment import ExperimentConfig
+from official_bert.tasks.experiment import ClassificationConfig, ExperimentConfig
 
 from testing import (
   REPOSITORY,
@@ -168,8 +168,8 @@ def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_erro
   data = tmp_path / "data"
   synthetic.write_sentiment_task(str(data), num_train=32, num_dev=1)
   with pytest.raises(RuntimeError, match="input pipeline broke"):
-    driver.run(FailingTask(bert_config=config, vocab_file=None, task_name="SST-2",
-                           data_dir=str(data), max_seq_length=8),
+    driver.run(FailingTask(ClassificationConfig(task_name="SST-2", data_dir=str(data),
+                                                max_seq_length=8), config),
                ExperimentConfig(output_dir=str(tmp_path),
                                 **engine_configs(train_batch_size=16, **ENGINE)),
                base.Modes(train=True))

@@ -42,7 +42,7 @@ from official_bert.export import export_classifier
 from official_bert.pretraining.reader import pretraining_dataset
 from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import ExperimentConfig, PretrainingConfig, TrainerConfig
 from official_bert.tasks.pretraining import PretrainingTask
 
 from testing import (
@@ -134,8 +134,8 @@ def test_pretraining_records_out_of_range_fail_naming_the_file(tmp_path, bad, fe
 def test_pretraining_on_records_past_the_vocabulary_stops_naming_the_file(tmp_path):
   """The whole run, with XLA: before, it trained and evaluated with exit status 0."""
   records = _pretraining_records(tmp_path / "records.tfrecord", [[2, 5, 3], [2, 40, 3]] * 4)
-  task = PretrainingTask(bert_config=_config(), input_file=records, max_seq_length=8,
-                         max_predictions_per_seq=2)
+  task = PretrainingTask(PretrainingConfig(input_file=records, max_seq_length=8,
+                                           max_predictions_per_seq=2), _config())
   config = ExperimentConfig(output_dir=str(tmp_path / "out"),
                             **engine_configs(train_batch_size=4, num_train_steps=2,
                                              num_warmup_steps=0, **ENGINE))

@@ -1,5 +1,6 @@
-"""The one config tree of a run: JSON round trip, flags -> tree, fingerprint from the tree, and the
-written `experiment_config.json` that reproduces its run."""
+"""The one config tree of a run: JSON round trip, flags -> tree, fingerprint from the tree, the
+written `experiment_config.json` that reproduces its run, and the files and output folders of
+earlier versions."""
 
 import json
 import subprocess
@@ -13,7 +14,12 @@ from official_bert.data import synthetic
 from official_bert.tasks import base, driver, experiment, output_folder
 from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
-from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  tiny_bert_config,
+  write_vocab,
+)
 
 MODEL = tiny_bert_config(60, num_hidden_layers=1, max_position_embeddings=32)
 TASKS = [
@@ -44,6 +50,45 @@ def test_every_task_kind_goes_through_json_and_back_unchanged(task, tmp_path):
   assert experiment.ExperimentConfig.read(path) == config
   assert experiment.ExperimentConfig.read(tmp_path) == config
   assert type(experiment.ExperimentConfig.read(path).task) is type(task)
+
+
+def test_experiment_config_needs_an_output_dir():
+  with pytest.raises(ValueError, match="output_dir"):
+    experiment.ExperimentConfig(output_dir="")
+
+
+# The trainer and runtime of an experiment_config.json that the package wrote before #42, when the
+# learning rate and warmup were the trainer's and the loop and optimizer flags the runtime's.
+_EARLIER_TRAINER = {"train_batch_size": 16, "eval_batch_size": 8, "predict_batch_size": 8,
+                    "learning_rate": 2e-05, "num_train_epochs": 2.0, "warmup_proportion": 0.2,
+                    "num_train_steps": None, "num_warmup_steps": None}
+_EARLIER_RUNTIME = {"distribution_strategy": "one_device", "num_gpus": 0, "tpu": None,
+                    "tpu_zone": None, "gcp_project": None, "dtype": "bfloat16",
+                    "enable_xla": False, "kernels": "auto", "steps_per_loop": 50,
+                    "gradient_accumulation_steps": 2, "log_steps": 25,
+                    "save_checkpoints_steps": 100, "keep_checkpoint_max": 3,
+                    "optimizer_type": "lamb", "weight_decay": 0.0, "clip_norm": None,
+                    "deterministic": True, "seed": 4}
+
+
+def test_a_config_file_of_the_earlier_layout_reads_into_the_same_settings(tmp_path):
+  values = dict(experiment.ExperimentConfig(task=experiment.SquadConfig(), output_dir="out",
+                                            model=MODEL).to_dict(),
+                trainer=_EARLIER_TRAINER, runtime=_EARLIER_RUNTIME)
+  path = tmp_path / experiment.CONFIG_NAME
+  path.write_text(json.dumps(values))
+  config = experiment.ExperimentConfig.read(path)
+  assert config.trainer == TrainerConfig(
+      train_batch_size=16, num_train_epochs=2.0, steps_per_loop=50, gradient_accumulation_steps=2,
+      log_steps=25, save_checkpoints_steps=100, keep_checkpoint_max=3,
+      optimizer=OptimizerConfig(type="lamb", learning_rate=2e-5, warmup_proportion=0.2,
+                                weight_decay=0.0, clip_norm=None))
+  assert config.runtime == RuntimeConfig(dtype="bfloat16", enable_xla=False, deterministic=True,
+                                         seed=4)
+  assert config.task == experiment.SquadConfig() and config.model == MODEL
+  # Written again, it is in this version's layout, which reads back unchanged.
+  assert experiment.upgrade(config.to_dict()) == config.to_dict()
+  assert experiment.ExperimentConfig.read(config.write(str(tmp_path / "again"))) == config
 
 
 def test_a_bad_config_file_names_the_file_and_what_is_wrong(tmp_path):
@@ -155,7 +200,7 @@ def test_a_task_and_a_config_that_disagree_are_refused(tmp_path):
       model=model, output_dir=str(tmp_path / "out")))
   with pytest.raises(ValueError, match="The config's task .* is not the task's"):
     driver.run(other, config, base.Modes(eval=True))
-  assert driver.build_task(config).config() == task
+  assert driver.build_task(config).config == task
   assert not (tmp_path / "out").exists()
 
 
@@ -194,3 +239,4 @@ def test_the_flags_of_a_tool_map_onto_the_tree(tmp_path):
                             dtype="bfloat16", seed=7),
       model=MODEL, output_dir=f"{tmp_path}/out", init_checkpoint="bert_model.ckpt")
   assert config.task.max_seq_length == 384  # run_squad.py's default, as the original's
+

@@ -17,7 +17,7 @@ from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
 from official_bert.data.classifier_data import DataError
 from official_bert.tasks import classification
-from official_bert.tasks.experiment import ExperimentConfig
+from official_bert.tasks.experiment import ClassificationConfig, ExperimentConfig
 
 from testing import (
   REPOSITORY,
@@ -300,8 +300,9 @@ def test_bytes_that_are_not_utf8_are_counted_in_the_summary(tmp_path):
   run = _bad_data_task(tmp_path)
   (tmp_path / "data" / "train.tsv").write_bytes(b"sentence\tlabel\ngood \xff\xfefood\t1\n")
   task = classification.ClassificationTask(
-      bert_config=BertConfig.from_json_file(run["bert_config_file"]), vocab_file=run["vocab_file"],
-      task_name="SST-2", data_dir=run["data_dir"])
+      ClassificationConfig(vocab_file=run["vocab_file"], task_name="SST-2",
+                           data_dir=run["data_dir"]),
+      BertConfig.from_json_file(run["bert_config_file"]))
   assert task._read("train")[0].text_a == "good food"
   assert task.summary == ["train: 1 examples, 0 malformed row(s) skipped, 2 byte(s) that are not "
                           "UTF-8 dropped (as the original did)"]

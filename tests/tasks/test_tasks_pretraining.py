@@ -14,7 +14,7 @@ from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
 from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig
+from official_bert.tasks.experiment import ExperimentConfig, PretrainingConfig
 from official_bert.tasks.pretraining import PretrainingTask
 
 from testing import (
@@ -99,9 +99,9 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   records = write_full_records(str(tmp_path / "records.tfrecord"), 32, vocab_size=15,
                                seq_length=16)
   task = PretrainingTask(
-      bert_config=BertConfig.from_json_file(original_dir / "bert_config.json"),
-      input_file=records, vocab_file=str(original_dir / "vocab.txt"), max_seq_length=16,
-      max_predictions_per_seq=5)
+      PretrainingConfig(input_file=records, vocab_file=str(original_dir / "vocab.txt"),
+                        max_seq_length=16, max_predictions_per_seq=5),
+      BertConfig.from_json_file(original_dir / "bert_config.json"))
   config = ExperimentConfig(
       output_dir=str(tmp_path / "out"), init_checkpoint=str(original_dir / "bert_model.ckpt"),
       **engine_configs(train_batch_size=8, learning_rate=1e-5, num_train_steps=2,
