@@ -2,11 +2,16 @@
 written `experiment_config.json` that reproduces its run, and the files and output folders of
 earlier versions."""
 
+import dataclasses
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 from official_bert import BertConfig
 from official_bert.common.errors import UserError
@@ -17,6 +22,8 @@ from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 from testing import (
   REPOSITORY,
   SPECIAL_TOKENS,
+  TESTS,
+  read_eval_results,
   tiny_bert_config,
   write_vocab,
 )
@@ -240,3 +247,39 @@ def test_the_flags_of_a_tool_map_onto_the_tree(tmp_path):
       model=MODEL, output_dir=f"{tmp_path}/out", init_checkpoint="bert_model.ckpt")
   assert config.task.max_seq_length == 384  # run_squad.py's default, as the original's
 
+
+# An output folder that run_classifier.py wrote before #42 (the package at f05cabd; see its
+# README.md), left as a run killed after its step-2 checkpoint of 4 leaves it.
+EARLIER_RUN = TESTS / "tasks" / "testdata" / "classifier_run_before_42"
+
+
+@pytest.mark.slow
+def test_an_output_folder_of_the_earlier_layout_resumes_with_the_same_command(tmp_path):
+  shutil.copytree(EARLIER_RUN, tmp_path / "run")
+  inputs, output = tmp_path / "run" / "inputs", tmp_path / "run" / "output"
+  earlier = experiment.ExperimentConfig.read(output)
+  assert earlier.trainer == TrainerConfig(
+      train_batch_size=8, num_train_epochs=1.0, steps_per_loop=2, log_steps=2,
+      save_checkpoints_steps=2, keep_checkpoint_max=2,
+      optimizer=OptimizerConfig(learning_rate=1e-3, warmup_proportion=0.25, weight_decay=0.02,
+                                clip_norm=0.5))
+  assert earlier.runtime == RuntimeConfig(enable_xla=False, seed=0)
+  assert earlier.task.task_name == "SST-2" and earlier.task.max_seq_length == 16
+  recorded = json.loads((output / output_folder.FINGERPRINT_NAME).read_text())
+
+  flags = json.loads((tmp_path / "run" / "flags.json").read_text())
+  result = subprocess.run(
+      [sys.executable, str(REPOSITORY / "run_classifier.py"),
+       *(flag.format(inputs=inputs, output=output) for flag in flags)],
+      capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert result.returncode == 0, result.stderr[-5000:]
+  # It continued the checkpoint at step 2 (the fingerprint matched), to the last step, 4.
+  assert re.search(r"Restored \S*ckpt-2 \(step 2\)", result.stderr), result.stderr[-5000:]
+  assert tf.train.latest_checkpoint(str(output)).endswith("ckpt-4")
+  assert read_eval_results(output / "eval_results.txt")["global_step"] == 4
+  assert json.loads((output / output_folder.FINGERPRINT_NAME).read_text()) == recorded
+  # The config it wrote, in this version's layout, holds the same settings.
+  assert experiment.ExperimentConfig.read(output) == dataclasses.replace(
+      earlier, output_dir=str(output), task=dataclasses.replace(
+          earlier.task, data_dir=str(inputs / "data"), vocab_file=str(inputs / "vocab.txt")))
