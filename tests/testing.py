@@ -10,6 +10,7 @@ not import from each other or from `conftest.py`, which holds only fixtures and 
     run_model_saving_test(BertClassifier(config, num_classes=2), inputs, tmp_path)
 """
 
+import dataclasses
 import functools
 import json
 import os
@@ -30,7 +31,12 @@ from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import pretraining_dataset
 from official_bert.tasks.pretraining import pretraining_metrics
 from official_bert.tokenization import FullTokenizer
-from official_bert.training import EngineConfig, Trainer, create_optimizer
+from official_bert.training import (
+  OptimizerConfig,
+  RuntimeConfig,
+  Trainer,
+  TrainerConfig,
+)
 
 TESTS = pathlib.Path(__file__).resolve().parent
 REPOSITORY = TESTS.parent
@@ -213,11 +219,33 @@ def fixed_pretraining_batch(vocab_size, batch=8, seq=12, predictions=3):
   return lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat()
 
 
+def engine_configs(**settings):
+  """The engine's two configs of flat settings, each given to the config that declares it.
+
+  The optimizer's settings (`learning_rate`, `weight_decay`, ..., its type as `optimizer_type`,
+  the flag's name) go to the trainer's `OptimizerConfig`, the runtime's to the `RuntimeConfig`,
+  the rest to the `TrainerConfig`.
+
+  Returns:
+    `{"trainer": TrainerConfig, "runtime": RuntimeConfig}`, for
+    `ExperimentConfig(**engine_configs(...))` and `make_trainer`.
+  """
+  def names(config_class):
+    return {field.name for field in dataclasses.fields(config_class)}
+
+  optimizer = {("type" if name == "optimizer_type" else name): settings.pop(name)
+               for name in list(settings)
+               if name in names(OptimizerConfig) - {"type"} | {"optimizer_type"}}
+  runtime = {name: settings.pop(name) for name in list(settings) if name in names(RuntimeConfig)}
+  return {"trainer": TrainerConfig(optimizer=OptimizerConfig(**optimizer), **settings),
+          "runtime": RuntimeConfig(**runtime)}
+
+
 def tiny_engine(**changes):
-  """An `EngineConfig` for tests: deterministic, seed 1, no XLA, loops of 10 steps."""
+  """`engine_configs` for tests: deterministic, seed 1, no XLA, loops of 10 steps."""
   values = dict(enable_xla=False, steps_per_loop=10, log_steps=10, save_checkpoints_steps=1000,
                 deterministic=True, seed=1)
-  return EngineConfig(**dict(values, **changes))
+  return engine_configs(**dict(values, **changes))
 
 
 def tiny_pretraining_config(vocab_size, dropout=0.0, hidden=32):
@@ -228,18 +256,25 @@ def tiny_pretraining_config(vocab_size, dropout=0.0, hidden=32):
 
 def make_trainer(model_dir, config, engine, learning_rate=1e-3, num_steps=100, warmup=0,
                  initial_weights=None, optimizer=None, **kwargs):
-  """A `Trainer` of a `BertPretrainer(config)` under `engine`'s strategy, writing to `model_dir`."""
-  strategy = engine.setup()
-  kernels = engine.accelerator_choice(strategy).kernels
+  """A `Trainer` of a `BertPretrainer(config)` under `engine`'s strategy, writing to `model_dir`.
+
+  Args:
+    engine: `engine_configs` (or `tiny_engine`): the trainer's and the runtime's configs; the
+      optimizer is its `OptimizerConfig` with `learning_rate`, unless `optimizer` is given.
+  """
+  trainer, runtime = engine["trainer"], engine["runtime"]
+  strategy = runtime.setup()
+  kernels = runtime.accelerator_choice(strategy).kernels
   with strategy.scope():
     model = BertPretrainer(config, kernels=kernels)
     if initial_weights is not None:
       model.set_weights(initial_weights)
-    optimizer = optimizer or create_optimizer(engine.optimizer_type, learning_rate, num_steps,
-                                              warmup, dtype=engine.dtype)
+    optimizer = optimizer or dataclasses.replace(
+        trainer.optimizer, learning_rate=learning_rate).create(num_steps, warmup,
+                                                                dtype=runtime.dtype)
   return Trainer(model, functools.partial(pretraining_losses, kernels=kernels), optimizer,
                  strategy=strategy,
-                 model_dir=str(model_dir), config=engine,
+                 model_dir=str(model_dir), config=trainer, runtime=runtime,
                  metrics_fn=functools.partial(pretraining_metrics, kernels=kernels),
                  **kwargs)
 
@@ -399,13 +434,15 @@ def original_variables(config, heads=True, seed=0):
 # === Tasks ===
 
 def run_task(task_class, *, config, bert_config_file, do_train=False, do_eval=False,
-             do_predict=False, **task_args):
-  """Runs a task as its script does (`driver.run`), from a `bert_config.json` path."""
+             do_predict=False, **task_settings):
+  """Runs a task as its script does (`driver.run`), from a `bert_config.json` path; the task is
+  built from its config class with `task_settings`."""
   from official_bert.tasks import driver
   from official_bert.tasks.base import Modes
 
   modes = Modes(train=do_train, eval=do_eval, predict=do_predict)
-  task = task_class(bert_config=BertConfig.from_json_file(bert_config_file), **task_args)
+  task = task_class(task_class.config_class(**task_settings),
+                    BertConfig.from_json_file(bert_config_file))
   return driver.run(task, config, modes)
 
 

@@ -9,7 +9,7 @@ Two layouts are recognised:
   wrote, with `bert/...` variables, the head of the script (`tf1.py` names them), `global_step`
   and the Adam moments `<name>/adam_m`, `<name>/adam_v`. Its weights and step are loaded by name;
   its moments go into the optimizer's when the optimizer is the original's
-  (`AdamWeightDecay`, `optimizer_type="adamw"`) and every moment found fits, else the
+  (`AdamWeightDecay`, optimizer type `adamw`) and every moment found fits, else the
   optimizer starts with fresh moments (logged).
 
 Anything else is an error naming the folder and what was found, never a silent fresh start.

@@ -17,8 +17,9 @@ whose original had other defaults changes them after defining the flags, e.g. fo
       launch(main, fine_tuning_flags.REQUIRED_FLAGS + ["data_dir"])
 
 The flags map onto one `experiment.ExperimentConfig`: the task's node (`task_args_from_flags`
-and the script's own flags), the trainer (`trainer_config_from_flags`), the runtime
-(`engine_flags.engine_config_from_flags`), the model (`--bert_config_file`) and the paths.
+and the script's own flags), the trainer with its optimizer (`trainer_config_from_flags`), the
+runtime (`engine_flags.runtime_config_from_flags`), the model (`--bert_config_file`) and the
+paths.
 """
 
 from absl import flags
@@ -109,11 +110,14 @@ def split_files_from_flags():
 
 
 def trainer_config_from_flags():
-  """The `TrainerConfig` of the batch size, learning rate, epoch and warmup flags."""
-  return experiment.TrainerConfig(
+  """The `TrainerConfig` of the batch size, epoch, checkpoint and engine flags, its optimizer's
+  learning rate and warmup from theirs."""
+  return engine_flags.trainer_config_from_flags(
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
-      num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion)
+      predict_batch_size=FLAGS.predict_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      optimizer={"learning_rate": FLAGS.learning_rate,
+                 "warmup_proportion": FLAGS.warmup_proportion})
 
 
 def model_config_from_flags():
@@ -130,8 +134,7 @@ def experiment_config_from_flags(task_config):
   """
   return experiment.ExperimentConfig(
       task=task_config, trainer=trainer_config_from_flags(),
-      runtime=engine_flags.engine_config_from_flags(
-          save_checkpoints_steps=FLAGS.save_checkpoints_steps),
+      runtime=engine_flags.runtime_config_from_flags(),
       model=model_config_from_flags(), output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
       overwrite_output_dir=FLAGS.overwrite_output_dir)

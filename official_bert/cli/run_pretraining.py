@@ -65,12 +65,13 @@ def experiment_config_from_flags():
           max_eval_steps=FLAGS.max_eval_steps, dynamic_masking=FLAGS.dynamic_masking,
           masked_lm_prob=FLAGS.masked_lm_prob, do_whole_word_mask=FLAGS.do_whole_word_mask,
           export_tf1=FLAGS.export_tf1),
-      trainer=experiment.TrainerConfig(
+      trainer=engine_flags.trainer_config_from_flags(
           train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-          learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
-          num_warmup_steps=FLAGS.num_warmup_steps),
-      runtime=engine_flags.engine_config_from_flags(
-          save_checkpoints_steps=FLAGS.save_checkpoints_steps),
+          num_train_steps=FLAGS.num_train_steps,
+          save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+          optimizer={"learning_rate": FLAGS.learning_rate,
+                     "num_warmup_steps": FLAGS.num_warmup_steps}),
+      runtime=engine_flags.runtime_config_from_flags(),
       model=fine_tuning_flags.model_config_from_flags(), output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, overwrite_output_dir=FLAGS.overwrite_output_dir)
 

@@ -30,7 +30,7 @@ class BertEncoder(FunctionalModel):
     kernels: the forms of the few kernels that have backend-specific ones
       (`official_bert.ops.CHOICES`): `auto` (the default: `stock` where a GPU or TPU is visible,
       else `cpu_xla`), `stock`, `cpu_xla` or `cpu_onednn`. The training engine passes its choice
-      for the device, dtype and XLA (`EngineConfig.accelerator_choice`). Saved in the config;
+      for the device, dtype and XLA (`RuntimeConfig.accelerator_choice`). Saved in the config;
       the weights are the same whatever the kernels.
     **kwargs: passed to `keras.Model` (`name`, `trainable`).
 

@@ -20,7 +20,7 @@ so that two models in one process can differ. `auto`, the default, is `stock` wh
 is visible or Keras runs on JAX or PyTorch, and `cpu_xla` otherwise. Asking for a TensorFlow form
 on another backend is the user's error (`KernelsUnavailableError`); a saved config that names one
 loads with `stock` (`loadable`). The engine decides per device, dtype and XLA
-(`EngineConfig.accelerator_choice(strategy).kernels`: `cpu_onednn` for a CPU step without XLA)
+(`RuntimeConfig.accelerator_choice(strategy).kernels`: `cpu_onednn` for a CPU step without XLA)
 and the tasks pass that to the models they build. Functions of tensors that have a kernel, such
 as the pre-training losses, take the same argument.
 

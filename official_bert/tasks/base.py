@@ -4,13 +4,16 @@ A task owns its data, its model and its outputs: how to read its splits and buil
 its model, its loss and training metrics, how to turn a split's outputs into results and files.
 The driver (`official_bert.tasks.driver`) owns the order, the engine, the batch sizes, the seed,
 the paths and the checkpoints, the same for every task under every strategy: validate -> train
--> evaluate -> predict -> save -> export. The driver calls the task's hooks; a task never sees
-the runner.
+-> evaluate -> predict -> save -> export. The driver calls the task's hooks, each with what it
+needs (a split, model outputs, the run's `Runner` to evaluate or predict a split with).
 
-A new task is one module with one `Task` subclass. The smallest useful one:
+A new task is one module with one `Task` subclass, constructed from its config (an
+`experiment.TaskConfig`, or a subclass with the task's own settings, the task registered for it
+with `register`) and the model's `BertConfig`. The smallest useful one:
 
 >>> import tensorflow as tf
 >>> from official_bert import BertClassifier, BertConfig
+>>> from official_bert.tasks.experiment import TaskConfig
 >>> class ConstantTask(Task):
 ...   name = "constant"
 ...
@@ -20,10 +23,10 @@ A new task is one module with one `Task` subclass. The smallest useful one:
 ...   def loss(self, outputs, labels):
 ...     return {"loss": tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
 ...         labels, outputs["logits"]))}
->>> config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-...                     intermediate_size=16, max_position_embeddings=16)
->>> ConstantTask(bert_config=config, vocab_file=None, max_seq_length=16).validate(Modes(eval=True))
->>> too_long = ConstantTask(bert_config=config, vocab_file=None, max_seq_length=32)
+>>> model = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+...                    intermediate_size=16, max_position_embeddings=16)
+>>> ConstantTask(TaskConfig(max_seq_length=16), model).validate(Modes(eval=True))
+>>> too_long = ConstantTask(TaskConfig(max_seq_length=32), model)
 >>> too_long.validate(Modes(eval=True))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -65,8 +68,44 @@ class Modes:
     return [name for name in ("train", "eval", "predict") if getattr(self, name)]
 
 
+_TASKS = {}
+
+
+def register(config_class):
+  """A class decorator: the decorated `Task` runs the configs of `config_class`.
+
+  Sets the task's `config_class`; `task_class(config)` finds the task of a config, which is how
+  `driver.build_task` turns an `ExperimentConfig` (or an `experiment_config.json`) into its task.
+
+  Args:
+    config_class: the task's `experiment.TaskConfig` subclass (its own; a config class runs one
+      task).
+  """
+  def decorate(cls):
+    if _TASKS.get(config_class, cls) is not cls:
+      raise ValueError(f"{config_class.__name__} is already run by "
+                       f"{_TASKS[config_class].__name__}.")
+    cls.config_class = config_class
+    _TASKS[config_class] = cls
+    return cls
+  return decorate
+
+
+def task_class(config):
+  """The `Task` class registered for the class of the task config `config` (see `register`)."""
+  if type(config) not in _TASKS:
+    raise ValueError(f"No task is registered for {type(config).__name__}: decorate your Task "
+                     "with base.register(YourConfig), or build it yourself and call "
+                     "driver.run(task, config, modes).")
+  return _TASKS[type(config)]
+
+
 class Task(abc.ABC):
   """One BERT task, as `driver.run` runs it.
+
+  A task is built from its config and reads its settings there: `config` is an instance of the
+  task's `config_class` (`experiment.TaskConfig` or the subclass the task is registered for,
+  `register`), where each setting is declared once, with its meaning.
 
   Subclasses set `name`, implement `build_model` and `loss`, and override the hooks their task
   has:
@@ -76,28 +115,27 @@ class Task(abc.ABC):
   * `num_train_examples` and `build_inputs(split, ...)`: the splits' inputs (`"train"`, the
     names of `eval_splits()` and `predict_splits()`);
   * `metrics`: training metrics; `postprocess`: a split's model outputs -> results and files;
+  * `evaluate_split` and `predict_split`: how a split is evaluated or predicted; by default the
+    model's outputs over the whole split go to `postprocess`;
   * `model_folder_fields` and `save`: what the saved model folder records.
 
-  `config_class` is the task's `experiment.TaskConfig` subclass: its fields are the task's
-  keyword arguments and attributes (`config()`, `from_config`). `supported_modes` lists the
-  modes a task has (feature extraction only predicts); `resumes` says whether a run continues
-  from the newest checkpoint in `output_dir` (False for a task that only runs a pre-trained
-  model, which then always starts from `init_checkpoint`, owns nothing in its output folder and
-  never reads checkpoints that happen to lie there).
+  `supported_modes` lists the modes a task has (feature extraction only predicts); `resumes`
+  says whether a run continues from the newest checkpoint in `output_dir` (False for a task that
+  only runs a pre-trained model, which then always starts from `init_checkpoint`, owns nothing in
+  its output folder and never reads checkpoints that happen to lie there).
 
   Args:
+    config: the task's config, an instance of its `config_class`; by default that class's
+      defaults.
     bert_config: the encoder's `BertConfig`.
-    vocab_file: the WordPiece vocabulary (copied into the saved model folder).
-    do_lower_case: whether the text is lower-cased (uncased models); None for a task that reads
-      no text (pre-training reads records).
-    max_seq_length: tokens per example after WordPiece, special tokens included.
 
   Attributes:
+    config: the task's config; the run's `ExperimentConfig.task` is this one.
     summary: lines describing the data read (counts, skipped rows), logged at the end.
     train_files: the training data's files (or data set names), set by `validate`; they are part
       of the run's `fingerprint`.
     kernels: the kernels of the models `build_model` builds and of the loss and metrics
-      (`official_bert.ops.CHOICES`): `auto` until the runner hands the task the engine's choice
+      (`official_bert.ops.CHOICES`): `auto` until the driver hands the task the engine's choice
       for its device, dtype and XLA.
   """
 
@@ -108,41 +146,24 @@ class Task(abc.ABC):
   config_class = experiment.TaskConfig
   # Features that prediction returns beside the model's outputs (ids, weights, labels).
   output_features = ()
-  # Evaluation averages the loss and metrics over at most `max_eval_steps` batches instead of
-  # scoring the whole split's predictions (pre-training).
-  averages_eval = False
-  max_eval_steps = None
-  # Prediction writes its outputs while it computes them (`write_predictions`), for outputs too
-  # large to hold (feature extraction), instead of `build_inputs` + `postprocess`.
-  streams_predictions = False
 
-  def __init__(self, *, bert_config, vocab_file=None, do_lower_case=True, max_seq_length=128):
+  def __init__(self, config=None, bert_config=None):
+    config = self.config_class() if config is None else config
+    if not isinstance(config, self.config_class):
+      raise TypeError(f"{type(self).__name__} reads a {self.config_class.__name__}, not a "
+                      f"{type(config).__name__}.")
+    self.config = config
     self.bert_config = bert_config
-    self.vocab_file = vocab_file
-    self.do_lower_case = do_lower_case
-    self.max_seq_length = max_seq_length
     self.summary = []
     self.train_files = []
     self._tokenizer = None
-
-  def config(self):
-    """The task's node of the run's `ExperimentConfig`: its `config_class`, from its
-    attributes."""
-    return self.config_class(**{field.name: getattr(self, field.name)
-                                for field in dataclasses.fields(self.config_class)})
-
-  @classmethod
-  def from_config(cls, config, bert_config):
-    """The task of a `config_class` node and the model's `BertConfig`."""
-    return cls(bert_config=bert_config, **{field.name: getattr(config, field.name)
-                                           for field in dataclasses.fields(config)})
 
   @property
   def tokenizer(self):
     """The `FullTokenizer` of `vocab_file`, checked to fit the model's vocabulary."""
     if self._tokenizer is None:
-      self._tokenizer = tokenization.model_tokenizer(self.vocab_file, self.do_lower_case,
-                                                     self.bert_config.vocab_size)
+      self._tokenizer = tokenization.model_tokenizer(
+          self.config.vocab_file, self.config.do_lower_case, self.bert_config.vocab_size)
     return self._tokenizer
 
   # === Before any work ===
@@ -166,14 +187,14 @@ class Task(abc.ABC):
     if unsupported:
       raise ValueError(f"The {self.name} task cannot {' or '.join(unsupported)}: it supports "
                        f"{', '.join(self.supported_modes)}.")
-    if self.max_seq_length > self.bert_config.max_position_embeddings:
-      raise ValueError(f"Cannot use sequence length {self.max_seq_length} because the BERT "
-                       "model was only trained up to sequence length "
+    if self.config.max_seq_length > self.bert_config.max_position_embeddings:
+      raise ValueError(f"Cannot use sequence length {self.config.max_seq_length} because the "
+                       "BERT model was only trained up to sequence length "
                        f"{self.bert_config.max_position_embeddings} (max_position_embeddings).")
-    if self.do_lower_case is not None and init_checkpoint:
-      tokenization.validate_case_matches_checkpoint(self.do_lower_case,
+    if self.config.do_lower_case is not None and init_checkpoint:
+      tokenization.validate_case_matches_checkpoint(self.config.do_lower_case,
                                                     os.fspath(init_checkpoint))
-    if self.vocab_file:
+    if self.config.vocab_file:
       _ = self.tokenizer  # loads and checks the vocabulary now, not after training
 
   def check_segments(self, num_segments, what):
@@ -285,10 +306,39 @@ class Task(abc.ABC):
     """
     raise NotImplementedError(f"The {self.name} task does not evaluate or predict {split!r}.")
 
-  def write_predictions(self, split, model, batch_size, output_dir):
-    """Runs `model` over a split in batches of `batch_size` and writes the outputs as they come;
-    returns the paths written. Only for `streams_predictions` tasks."""
-    raise NotImplementedError(f"The {self.name} task does not stream its predictions.")
+  def evaluate_split(self, split, runner, output_dir):
+    """Evaluates one split of `eval_splits()`; returns `(metrics, files written)`.
+
+    By default the model's outputs over the whole split (with the task's `output_features`), in
+    the trainer's evaluation batches, are scored by `postprocess`. A task whose evaluation is the
+    mean of its training loss and metrics returns `runner.average(...)` instead (pre-training).
+
+    Args:
+      split: the split.
+      runner: the run's `driver.Runner`: `predict`, `average`, `seed`, `config`.
+      output_dir: the folder for the task's files.
+    """
+    inputs = self.build_inputs(split, output_dir, runner.seed)
+    outputs = runner.predict(inputs, keep=self.output_features,
+                             batch_size=runner.config.trainer.eval_batch_size)
+    return self.postprocess(split, outputs, output_dir)
+
+  def predict_split(self, split, runner, output_dir):
+    """Predicts one split of `predict_splits()`; returns `(scores or None, files written)`.
+
+    By default the model's outputs over the whole split, in the trainer's prediction batches,
+    go to `postprocess`, whose scores count when the split holds answers. A task whose outputs
+    are too large to hold writes them as they come instead (feature extraction).
+
+    Args:
+      split: the split.
+      runner: the run's `driver.Runner`: `predict`, `model`, `seed`, `config`.
+      output_dir: the folder for the task's files.
+    """
+    inputs = self.build_inputs(split, output_dir, runner.seed)
+    outputs = runner.predict(inputs, keep=self.output_features,
+                             batch_size=runner.config.trainer.predict_batch_size)
+    return self.postprocess(split, outputs, output_dir)
 
   def model_folder_fields(self):
     """What the saved model folder records beside the weights: `labels`, `is_regression` and
@@ -298,8 +348,9 @@ class Task(abc.ABC):
   def save(self, model, output_dir, export_dir=None):
     """Saves the model folder in `output_dir` (and the SavedModel in `export_dir`); returns
     the paths written. Called on the chief after training, or to export."""
-    save_model_dir(model, output_dir, vocab_file=self.vocab_file,
-                   do_lower_case=self.do_lower_case, max_seq_length=self.max_seq_length,
+    config = self.config
+    save_model_dir(model, output_dir, vocab_file=config.vocab_file,
+                   do_lower_case=config.do_lower_case, max_seq_length=config.max_seq_length,
                    **self.model_folder_fields())
     if not export_dir:
       return [output_dir]

@@ -193,50 +193,39 @@ def _write_predictions(output_dir, split, examples, logits, label_list, is_regre
   return [results, submission]
 
 
+@base.register(experiment.ClassificationConfig)
 class ClassificationTask(base.Task):
   """Sentence(-pair) classification or regression on GLUE, TFDS `glue/*` or the user's files.
 
   Args:
-    bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`.
-    task_name: a GLUE task (`CoLA`, `SST-2`, `MRPC`, `STS-B`, `QQP`, `MNLI`, `QNLI`, `RTE`,
-      `WNLI`, `AX`, `XNLI`) or `custom`; not needed with `tfds_name`.
-    data_dir: the task's folder of files (for TFDS, optionally its data folder).
-    tfds_name: read a TFDS dataset such as `glue/sst2` instead of files.
-    custom_options: for `custom`: `text_a_column`, `label_column` (required), `text_b_column`,
-      `is_regression`, `has_header` (see `custom_data.CustomProcessor`) and `train_file`,
-      `dev_file`, `test_file` for files not named `<split>.<csv|tsv|jsonl>` in `data_dir`.
-    skip_malformed_rows: skip (and count) malformed rows instead of stopping at the first;
-      None keeps the data's default (skip for QQP only).
-    xnli_language: for XNLI, the language of the train file and of the dev rows (default `zh`,
-      as in the original).
+    config: the task's settings, a `ClassificationConfig` (the GLUE task, TFDS dataset or your
+      own files, and how to read them).
+    bert_config: the encoder's `BertConfig`.
 
   Example:
 
     config = ExperimentConfig(
         task=ClassificationConfig(vocab_file="vocab.txt", task_name="MRPC",
                                   data_dir="glue/MRPC"),
-        trainer=TrainerConfig(learning_rate=2e-5),
+        trainer=TrainerConfig(optimizer=OptimizerConfig(learning_rate=2e-5)),
         model=BertConfig.from_json_file("bert_config.json"),
         output_dir="/tmp/mrpc_output", init_checkpoint="uncased_L-12_H-768_A-12")
     driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "classification"
-  config_class = experiment.ClassificationConfig
   output_features = ("label_ids", "is_real_example")
 
-  def __init__(self, *, task_name=None, data_dir=None, tfds_name=None, custom_options=None,
-               skip_malformed_rows=None, xnli_language=None, **kwargs):
-    super().__init__(**kwargs)
-    self.task_name, self.data_dir, self.tfds_name = task_name, data_dir, tfds_name
-    self.custom_options = custom_options
-    self.skip_malformed_rows, self.xnli_language = skip_malformed_rows, xnli_language
-    self.processor = _processor(task_name, data_dir, tfds_name, custom_options,
-                                skip_malformed_rows, xnli_language)
+  def __init__(self, config=None, bert_config=None):
+    super().__init__(config, bert_config)
+    config = self.config
+    self.processor = _processor(config.task_name, config.data_dir, config.tfds_name,
+                                config.custom_options, config.skip_malformed_rows,
+                                config.xnli_language)
     self.glue_name = getattr(getattr(self.processor, "task", None), "name", None)
     self.is_regression = self.processor.is_regression
     self.label_list = self.processor.get_labels()
-    self.name = self.glue_name or tfds_name or "custom data"
+    self.name = self.glue_name or config.tfds_name or "custom data"
     self.examples = {}
     self.sentence_pair = False
 
@@ -325,9 +314,9 @@ class ClassificationTask(base.Task):
       path = os.path.join(output_dir, f"{mode}{self._splits[split].suffix}.tf_record")
       is_training, seed = False, None
     classifier_features.file_based_convert_examples_to_features(
-        self.examples[split], self.label_list, self.max_seq_length, self.tokenizer, path,
+        self.examples[split], self.label_list, self.config.max_seq_length, self.tokenizer, path,
         self.is_regression)
-    return _input_fn(path, self.max_seq_length, is_training, self.is_regression, seed=seed,
+    return _input_fn(path, self.config.max_seq_length, is_training, self.is_regression, seed=seed,
                      for_predict=not is_training)
 
   def postprocess(self, split, outputs, output_dir):

@@ -4,25 +4,30 @@
       task      what the task reads and how: `TaskConfig` or the task's own subclass
                 (`ClassificationConfig`, `SquadConfig`, ...): vocabulary, casing, sequence length,
                 data paths and the task's settings
-      trainer   `TrainerConfig`: batch sizes, learning rate, epochs or steps, warmup
-      runtime   `official_bert.training.EngineConfig`: strategy, precision, XLA, kernels, the
-                loop's rhythm, optimizer family, seed (the engine's own config, which knows
-                nothing of BERT)
+      trainer   `TrainerConfig`: batch sizes, epochs or steps, the loop's rhythm, gradient
+                accumulation, and its `optimizer`, an `OptimizerConfig`: type, learning rate,
+                warmup, weight decay, clipping, betas, epsilon
+      runtime   `RuntimeConfig`: strategy, devices, precision, XLA, kernels, determinism, seed
+                (trainer and runtime are the engine's configs, `official_bert.training.config`,
+                which know nothing of BERT)
       model     the encoder's `BertConfig`
       output_dir, init_checkpoint, export_dir, overwrite_output_dir: where the run reads and
                 writes
 
 Each tool's flags map onto the tree (`official_bert.cli`); `tasks.driver.run_experiment` runs
 one. The run logs the tree at the start and writes it into its output folder as
-`experiment_config.json`, which `ExperimentConfig.read` turns back into an equal config. The
-output folder's fingerprint (`tasks.output_folder`) comes from the tree too: a field counts when
-its metadata names the fingerprint's section (`model`: must match for any run on the folder,
-`training`: for a run that trains), see `fingerprint`.
+`experiment_config.json`, which `ExperimentConfig.read` turns back into an equal config (a file
+that an earlier version wrote, in its layout, too: `upgrade`). The output folder's fingerprint
+(`tasks.output_folder`) comes from the tree too: a field counts when its metadata names the
+fingerprint's section (`model`: must match for any run on the folder, `training`: for a run that
+trains), see `fingerprint`.
 
 Example:
 
 >>> config = ExperimentConfig(task=SquadConfig(train_file="train-v1.1.json"),
-...                           trainer=TrainerConfig(train_batch_size=12, learning_rate=3e-5),
+...                           trainer=TrainerConfig(
+...                               train_batch_size=12,
+...                               optimizer=OptimizerConfig(learning_rate=3e-5)),
 ...                           output_dir="/tmp/squad")
 >>> config.task.max_seq_length, config.trainer.steps(num_examples=3000)  # 3 epochs of 12
 (384, (750, 75))
@@ -41,18 +46,22 @@ import tensorflow as tf
 from official_bert.common import file_io
 from official_bert.common.errors import UserError
 from official_bert.configs import BertConfig
-from official_bert.training.config import EngineConfig
+from official_bert.training.config import (
+  MODEL,
+  TRAINING,
+  OptimizerConfig,
+  RuntimeConfig,
+  TrainerConfig,
+  fingerprint_parts,
+  setting,
+)
+
+__all__ = ["CONFIG_NAME", "ExperimentConfig", "TaskConfig", "ClassificationConfig", "NerConfig",
+           "SwagConfig", "SquadConfig", "PretrainingConfig", "FeatureExtractionConfig",
+           "TASK_CONFIGS", "TrainerConfig", "OptimizerConfig", "RuntimeConfig", "fingerprint",
+           "upgrade", "MODEL", "TRAINING"]
 
 CONFIG_NAME = "experiment_config.json"
-MODEL, TRAINING = "model", "training"
-# The engine's fields that change what training learns: they join the `training` part of the
-# fingerprint. `EngineConfig` belongs to the engine, so the list lives here, not on its fields.
-_ENGINE_FINGERPRINT = ("optimizer_type", "weight_decay")
-
-
-def _in(section, only_with=None, **kwargs):
-  """A dataclass field that joins `section` of the fingerprint (None when `only_with` is off)."""
-  return dataclasses.field(metadata={"fingerprint": section, "only_with": only_with}, **kwargs)
 
 
 # === The task ===
@@ -62,8 +71,9 @@ def _in(section, only_with=None, **kwargs):
 class TaskConfig:
   """What every task reads: the vocabulary, the casing and the sequence length.
 
-  A task's own settings (data paths, ...) are the fields of its subclass; `kind` names it in
-  `experiment_config.json` and `task_class` is the `Task` that runs it.
+  A task's own settings (data paths, ...) are the fields of its subclass, each declared and
+  explained there once; the `Task` registered for the subclass (`base.register`) is built from
+  it and reads it. `kind` names the subclass in `experiment_config.json`.
 
   Args:
     vocab_file: the WordPiece vocabulary (copied into the saved model folder).
@@ -73,19 +83,32 @@ class TaskConfig:
   """
 
   kind: ClassVar[str] = "task"
-  task_class: ClassVar[str | None] = None
 
   vocab_file: str | None = None
-  do_lower_case: bool | None = _in(MODEL, default=True)
-  max_seq_length: int = _in(MODEL, default=128)
+  do_lower_case: bool | None = setting(MODEL, True)
+  max_seq_length: int = setting(MODEL, 128)
 
 
 @dataclasses.dataclass(frozen=True)
 class ClassificationConfig(TaskConfig):
-  """`run_classifier.py`: see `tasks.classification.ClassificationTask` for the fields."""
+  """`run_classifier.py` (`tasks.classification.ClassificationTask`): sentence(-pair)
+  classification or regression.
+
+  Args:
+    task_name: a GLUE task (`CoLA`, `SST-2`, `MRPC`, `STS-B`, `QQP`, `MNLI`, `QNLI`, `RTE`,
+      `WNLI`, `AX`, `XNLI`) or `custom`; not needed with `tfds_name`.
+    data_dir: the task's folder of files (for TFDS, optionally its data folder).
+    tfds_name: read a TFDS dataset such as `glue/sst2` instead of files.
+    custom_options: for `custom`: `text_a_column`, `label_column` (required), `text_b_column`,
+      `is_regression`, `has_header` (see `custom_data.CustomProcessor`) and `train_file`,
+      `dev_file`, `test_file` for files not named `<split>.<csv|tsv|jsonl>` in `data_dir`.
+    skip_malformed_rows: skip (and count) malformed rows instead of stopping at the first;
+      None keeps the data's default (skip for QQP only).
+    xnli_language: for XNLI, the language of the train file and of the dev rows (default `zh`,
+      as in the original).
+  """
 
   kind: ClassVar[str] = "classification"
-  task_class: ClassVar[str] = "official_bert.tasks.classification.ClassificationTask"
 
   task_name: str | None = None
   data_dir: str | None = None
@@ -97,7 +120,14 @@ class ClassificationConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class SplitFilesConfig(TaskConfig):
-  """A task whose splits are files: a folder of conventionally named ones, or each by name."""
+  """A task whose splits are files: a folder of conventionally named ones, or each by name.
+
+  Args:
+    data_dir: a folder with the task's conventionally named files (see the task).
+    train_file: the training file, instead of `data_dir`'s.
+    eval_file: the (labelled) evaluation file.
+    predict_file: the file to predict (labels optional).
+  """
 
   data_dir: str | None = None
   train_file: str | None = None
@@ -107,35 +137,52 @@ class SplitFilesConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class NerConfig(SplitFilesConfig):
-  """`run_ner.py`: see `tasks.tagging.NerTask`."""
+  """`run_ner.py` (`tasks.tagging.NerTask`): CoNLL-style files, `data_dir` holding `train.txt`,
+  `dev.txt` or `valid.txt`, `test.txt` (or `.conll`); `max_seq_length` counts WordPieces per
+  feature, and longer sentences are split between words."""
 
   kind: ClassVar[str] = "ner"
-  task_class: ClassVar[str] = "official_bert.tasks.tagging.NerTask"
 
 
 @dataclasses.dataclass(frozen=True)
 class SwagConfig(SplitFilesConfig):
-  """`run_swag.py`: see `tasks.multiple_choice.SwagTask`."""
+  """`run_swag.py` (`tasks.multiple_choice.SwagTask`): SWAG-format files, `data_dir` holding
+  `train.csv`, `val.csv`, `test.csv` (or `.jsonl`); `max_seq_length` counts the tokens of one
+  (context, ending) pair."""
 
   kind: ClassVar[str] = "swag"
-  task_class: ClassVar[str] = "official_bert.tasks.multiple_choice.SwagTask"
 
 
 @dataclasses.dataclass(frozen=True)
 class SquadConfig(TaskConfig):
-  """`run_squad.py`: see `tasks.question_answering.SquadTask`."""
+  """`run_squad.py` (`tasks.question_answering.SquadTask`).
+
+  Args:
+    max_seq_length: WordPieces per window, `[CLS]` and both `[SEP]` included.
+    train_file: SQuAD JSON for training, e.g. `train-v1.1.json`.
+    predict_file: SQuAD JSON to answer, e.g. `dev-v1.1.json`; scored when it holds answers.
+    doc_stride: WordPieces between the starts of a long context's windows.
+    max_query_length: questions are cut to this many WordPieces.
+    n_best_size: answers kept per question in `nbest_predictions.json`.
+    max_answer_length: longest answer, in WordPieces.
+    version_2_with_negative: SQuAD v2.0: some questions have no answer.
+    null_score_diff_threshold: v2.0: predict "" when the null score minus the best span's score
+      exceeds this.
+    verbose_logging: log the first features and every question's predicted answer.
+    bad_answer_policy: `skip` (counted and logged by question id) or `error`: what to do with a
+      training answer that is not at its `answer_start` (see `squad.read_squad_examples`).
+  """
 
   kind: ClassVar[str] = "squad"
-  task_class: ClassVar[str] = "official_bert.tasks.question_answering.SquadTask"
 
-  max_seq_length: int = _in(MODEL, default=384)
+  max_seq_length: int = setting(MODEL, 384)
   train_file: str | None = None
   predict_file: str | None = None
-  doc_stride: int = _in(TRAINING, default=128)
+  doc_stride: int = setting(TRAINING, 128)
   max_query_length: int = 64
   n_best_size: int = 20
   max_answer_length: int = 30
-  version_2_with_negative: bool = _in(TRAINING, default=False)
+  version_2_with_negative: bool = setting(TRAINING, False)
   null_score_diff_threshold: float = 0.0
   verbose_logging: bool = False
   bad_answer_policy: str = "skip"
@@ -143,28 +190,54 @@ class SquadConfig(TaskConfig):
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig(TaskConfig):
-  """`run_pretraining.py`: see `tasks.pretraining.PretrainingTask`. Its step counts are the
-  trainer's (`TrainerConfig.num_train_steps`)."""
+  """`run_pretraining.py` (`tasks.pretraining.PretrainingTask`). Its step counts are the
+  trainer's (`TrainerConfig.num_train_steps`).
+
+  Args:
+    do_lower_case: None: pre-training reads records, not text.
+    max_seq_length: sequence length of the records.
+    input_file: comma-separated TFRecord files or globs from `create_pretraining_data.py`.
+    max_predictions_per_seq: masked positions per record.
+    max_eval_steps: evaluation batches at most.
+    dynamic_masking: draw new masks for every batch instead of the stored ones (needs
+      `vocab_file`).
+    masked_lm_prob: fraction of tokens masked by dynamic masking.
+    do_whole_word_mask: dynamic masking masks whole words.
+    export_tf1: also export the original TF1 checkpoint format.
+  """
 
   kind: ClassVar[str] = "pretraining"
-  task_class: ClassVar[str] = "official_bert.tasks.pretraining.PretrainingTask"
 
-  do_lower_case: bool | None = _in(MODEL, default=None)
+  do_lower_case: bool | None = setting(MODEL, None)
   input_file: str | None = None
-  max_predictions_per_seq: int = _in(MODEL, default=20)
+  max_predictions_per_seq: int = setting(MODEL, 20)
   max_eval_steps: int = 100
-  dynamic_masking: bool = _in(TRAINING, default=False)
-  masked_lm_prob: float = _in(TRAINING, only_with="dynamic_masking", default=0.15)
-  do_whole_word_mask: bool = _in(TRAINING, only_with="dynamic_masking", default=False)
+  dynamic_masking: bool = setting(TRAINING, False)
+  masked_lm_prob: float = setting(TRAINING, 0.15, only_with="dynamic_masking")
+  do_whole_word_mask: bool = setting(TRAINING, False, only_with="dynamic_masking")
   export_tf1: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class FeatureExtractionConfig(TaskConfig):
-  """`extract_features.py`: see `tasks.feature_extraction.FeatureExtractionTask`."""
+  """`extract_features.py` (`tasks.feature_extraction.FeatureExtractionTask`).
+
+  Args:
+    vocab_file: the WordPiece vocabulary; by default the `vocab.txt` beside the checkpoint.
+    do_lower_case: lower-case the text (uncased models); checked against the checkpoint.
+    max_seq_length: longest packed sequence; longer texts are truncated (and counted).
+    input_file: one text per line; ` ||| ` separates a pair.
+    output_file: the JSON-lines output, written atomically (a temporary file, then renamed).
+    bert_config_file: the path of the encoder's `bert_config.json`, when the task is given no
+      `BertConfig`; by default the one beside the init checkpoint.
+    layers: the layers whose per-token values are written (`"-1,-2,-3,-4"`: the last four), a
+      comma-separated string or a list of ints.
+    pooling: None for per-token features, or `cls` / `mean` for one vector per line.
+    pooling_layer: the layer that `pooling` reads (-1: the last).
+    normalize: L2-normalise the pooled vectors.
+  """
 
   kind: ClassVar[str] = "feature_extraction"
-  task_class: ClassVar[str] = "official_bert.tasks.feature_extraction.FeatureExtractionTask"
 
   input_file: str | None = None
   output_file: str | None = None
@@ -180,87 +253,18 @@ TASK_CONFIGS = {cls.kind: cls for cls in (TaskConfig, ClassificationConfig, NerC
                                           FeatureExtractionConfig)}
 
 
-# === The trainer ===
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainerConfig:
-  """The schedule and batch sizes (the original scripts' flags).
-
-  Args:
-    train_batch_size: global training batch (all replicas).
-    eval_batch_size: global evaluation batch.
-    predict_batch_size: global prediction batch.
-    learning_rate: the peak learning rate of the warmup + linear decay schedule.
-    num_train_epochs: passes over the training examples (may be fractional), unless
-      `num_train_steps` is set.
-    warmup_proportion: fraction of the training steps spent warming the learning rate up,
-      unless `num_warmup_steps` is set.
-    num_train_steps: the step count itself (pre-training's flag); None counts it from the
-      epochs. Not in the fingerprint: the same run with more steps trains further.
-    num_warmup_steps: the warmup steps itself; None takes `warmup_proportion` of the steps.
-  """
-
-  train_batch_size: int = _in(TRAINING, default=32)
-  eval_batch_size: int = 8
-  predict_batch_size: int = 8
-  learning_rate: float = _in(TRAINING, default=5e-5)
-  num_train_epochs: float = _in(TRAINING, default=3.0)
-  warmup_proportion: float = _in(TRAINING, default=0.1)
-  num_train_steps: int | None = None
-  num_warmup_steps: int | None = None
-
-  def __post_init__(self):
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
-    if self.learning_rate <= 0 or self.num_train_epochs <= 0:
-      raise ValueError(f"learning_rate and num_train_epochs must be positive, got "
-                       f"{self.learning_rate} and {self.num_train_epochs}.")
-    if not 0 <= self.warmup_proportion <= 1:
-      raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
-    if self.num_train_steps is not None and self.num_train_steps < 1:
-      raise ValueError(f"num_train_steps must be at least 1, got {self.num_train_steps}.")
-
-  def steps(self, num_examples=None):
-    """`(num_train_steps, num_warmup_steps)`: the set counts, or from the epochs, rounded down
-    as in the original scripts.
-
-    Args:
-      num_examples: training examples (features, for tasks that split long documents); not
-        needed when `num_train_steps` is set.
-
-    Example:
-
-    >>> TrainerConfig().steps(3668)
-    (343, 34)
-    >>> TrainerConfig(num_train_steps=20, num_warmup_steps=10).steps()
-    (20, 10)
-    """
-    num_train_steps = self.num_train_steps
-    if num_train_steps is None:
-      num_train_steps = int(num_examples / self.train_batch_size * self.num_train_epochs)
-      if num_train_steps < 1:
-        raise ValueError(f"{num_examples} training examples in batches of "
-                         f"{self.train_batch_size} for {self.num_train_epochs} epochs make no "
-                         "training step; lower train_batch_size or raise num_train_epochs.")
-    if self.num_warmup_steps is not None:
-      return num_train_steps, self.num_warmup_steps
-    return num_train_steps, int(num_train_steps * self.warmup_proportion)
-
-
 # === The whole run ===
 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
-  """One run: the task, the trainer, the runtime (engine), the model and the paths.
+  """One run: the task, the trainer, the runtime, the model and the paths.
 
   Args:
     task: the `TaskConfig` (the task's own subclass); filled in from the `Task` by
       `driver.run` when None.
-    trainer: the `TrainerConfig`.
-    runtime: the `EngineConfig` (strategy, precision, checkpoint rhythm, optimizer, seed).
+    trainer: the `TrainerConfig` (batches, length, the loop's rhythm, the optimizer).
+    runtime: the `RuntimeConfig` (strategy, precision, XLA, kernels, seed).
     model: the encoder's `BertConfig`; filled in from the task by `driver.run` when None.
     output_dir: checkpoints, TensorBoard summaries, `eval_results.txt`, the task's outputs,
       `experiment_config.json` and the saved model go here; a run with the same `output_dir`
@@ -275,17 +279,16 @@ class ExperimentConfig:
 
   task: TaskConfig | None = None
   trainer: TrainerConfig = TrainerConfig()
-  runtime: EngineConfig = EngineConfig()
-  model: BertConfig | None = None
+  runtime: RuntimeConfig = RuntimeConfig()
+  model: BertConfig | None = setting(MODEL, None, key="bert_config")
   output_dir: str | None = None
-  init_checkpoint: str | None = _in(TRAINING, default=None)
+  init_checkpoint: str | None = setting(TRAINING, None)
   export_dir: str | None = None
   overwrite_output_dir: bool = False
 
   def __post_init__(self):
     if not self.output_dir:
       raise ValueError("output_dir is required.")
-    check_batch_split(self.trainer.train_batch_size, self.runtime.gradient_accumulation_steps)
 
   # === JSON ===
 
@@ -301,8 +304,11 @@ class ExperimentConfig:
 
   @classmethod
   def from_dict(cls, values, source="the config"):
-    """The inverse of `to_dict`; a `UserError` names an unknown task kind or field."""
-    values = dict(values)
+    """The inverse of `to_dict`; a `UserError` names an unknown task kind or field.
+
+    Also reads the layout that earlier versions wrote (`upgrade`).
+    """
+    values = upgrade(values)
     try:
       task = values.pop("task", None)
       if task is not None:
@@ -312,9 +318,11 @@ class ExperimentConfig:
           raise UserError(f"{source}: unknown task kind {kind!r} (known: "
                           f"{', '.join(sorted(TASK_CONFIGS))}).")
         task = TASK_CONFIGS[kind](**task)
+      trainer = dict(values.pop("trainer", {}))
+      trainer["optimizer"] = OptimizerConfig(**trainer.get("optimizer", {}))
       model = values.pop("model", None)
-      return cls(task=task, trainer=TrainerConfig(**values.pop("trainer", {})),
-                 runtime=EngineConfig(**values.pop("runtime", {})),
+      return cls(task=task, trainer=TrainerConfig(**trainer),
+                 runtime=RuntimeConfig(**values.pop("runtime", {})),
                  model=None if model is None else BertConfig.from_dict(model, source), **values)
     except TypeError as error:  # an unknown or missing field
       raise UserError(f"{source}: {error}") from None
@@ -329,7 +337,8 @@ class ExperimentConfig:
 
   @classmethod
   def read(cls, path):
-    """Reads an `experiment_config.json` (or the one in the folder `path`)."""
+    """Reads an `experiment_config.json` (or the one in the folder `path`), of this version or
+    an earlier one."""
     path = os.fspath(path)
     if tf.io.gfile.isdir(path):
       path = os.path.join(path, CONFIG_NAME)
@@ -338,6 +347,8 @@ class ExperimentConfig:
         values = json.loads(f.read())
       except json.JSONDecodeError as error:
         raise UserError(f"{path} is damaged ({error.msg} at line {error.lineno}).") from None
+    if not isinstance(values, dict):
+      raise UserError(f"{path} is damaged (not a JSON object, but {type(values).__name__}).")
     return cls.from_dict(values, source=path)
 
   def log(self):
@@ -347,21 +358,64 @@ class ExperimentConfig:
         f"  {name}: {json.dumps(value, sort_keys=True)}" for name, value in values.items()))
 
 
-def _parts(node, fingerprint):
-  for field in dataclasses.fields(node):
-    section = field.metadata.get("fingerprint")
-    if section:
-      only_with = field.metadata.get("only_with")
-      value = getattr(node, field.name)
-      fingerprint[section][field.name] = None if only_with and not getattr(node, only_with) \
-          else value
+# Where the settings that earlier versions kept elsewhere live now: (node, field) -> (node, field).
+# Those versions held the learning rate and warmup in `trainer`, and the loop's rhythm and the
+# optimizer's type, decay and clipping in `runtime` (then `EngineConfig`).
+_MOVED = {
+    ("trainer", "learning_rate"): ("optimizer", "learning_rate"),
+    ("trainer", "warmup_proportion"): ("optimizer", "warmup_proportion"),
+    ("trainer", "num_warmup_steps"): ("optimizer", "num_warmup_steps"),
+    ("runtime", "optimizer_type"): ("optimizer", "type"),
+    ("runtime", "weight_decay"): ("optimizer", "weight_decay"),
+    ("runtime", "clip_norm"): ("optimizer", "clip_norm"),
+    ("runtime", "steps_per_loop"): ("trainer", "steps_per_loop"),
+    ("runtime", "gradient_accumulation_steps"): ("trainer", "gradient_accumulation_steps"),
+    ("runtime", "log_steps"): ("trainer", "log_steps"),
+    ("runtime", "save_checkpoints_steps"): ("trainer", "save_checkpoints_steps"),
+    ("runtime", "keep_checkpoint_max"): ("trainer", "keep_checkpoint_max"),
+}
+
+
+def upgrade(values):
+  """The values of an `experiment_config.json` in this version's layout.
+
+  A file written by an earlier version keeps its meaning: each setting it holds in an earlier
+  place (`_MOVED`) moves to its place now; a file of this version is returned as it is.
+
+  Args:
+    values: the file's JSON object.
+
+  Returns:
+    A new dict; the input is not changed.
+
+  Example:
+
+  >>> upgrade({"trainer": {"learning_rate": 2e-5}, "runtime": {"optimizer_type": "lamb"}})
+  {'trainer': {'optimizer': {'learning_rate': 2e-05, 'type': 'lamb'}}, 'runtime': {}}
+  """
+  values = dict(values)
+  nodes = {name: dict(values.get(name) or {}) for name in ("trainer", "runtime")}
+  nodes["optimizer"] = dict(nodes["trainer"].get("optimizer") or {})
+  moved = False
+  for (old_node, old_name), (node, name) in _MOVED.items():
+    if old_name in nodes[old_node]:
+      nodes[node].setdefault(name, nodes[old_node].pop(old_name))
+      moved = True
+  if not moved:
+    return values
+  nodes["trainer"]["optimizer"] = nodes.pop("optimizer")
+  values.update(nodes)
+  return values
 
 
 def fingerprint(config):
-  """What an output folder made by `config`'s run is for: the fields of the tree that the
-  metadata marks, the model's `BertConfig` and the engine's optimizer (see `tasks.output_folder`).
+  """What an output folder made by `config`'s run is for: the fields of the tree that their
+  metadata marks (`training.config.setting`), the model's `BertConfig` among them (see
+  `tasks.output_folder`).
 
   The task adds what its data decides (labels, training files by content: `Task.fingerprint`).
+  The names are those that earlier versions recorded (the optimizer's type as `optimizer_type`),
+  so that their folders still resume.
 
   Args:
     config: an `ExperimentConfig` with `task` and `model` set.
@@ -382,33 +436,6 @@ def fingerprint(config):
    'masked_lm_prob', 'num_train_epochs', 'optimizer_type', 'train_batch_size',
    'warmup_proportion', 'weight_decay']
   """
-  parts = {MODEL: {"bert_config": config.model.to_dict()}, TRAINING: {}}
-  for node in (config.task, config.trainer, config):
-    _parts(node, parts)
-  parts[TRAINING].update({name: getattr(config.runtime, name) for name in _ENGINE_FINGERPRINT})
+  parts = {MODEL: {}, TRAINING: {}}
+  fingerprint_parts(config, parts)
   return parts
-
-
-def check_batch_split(train_batch_size, gradient_accumulation_steps, num_replicas=1):
-  """Refuses, before any work, a training batch that does not split evenly.
-
-  Each replica takes `train_batch_size / num_replicas` examples and splits them into
-  `gradient_accumulation_steps` equal micro-batches; otherwise the first step would fail.
-
-  Args:
-    train_batch_size: the global training batch.
-    gradient_accumulation_steps: micro-batches per replica and step.
-    num_replicas: the strategy's replicas.
-
-  >>> check_batch_split(32, 4, num_replicas=2)
-  >>> check_batch_split(30, 4)
-  Traceback (most recent call last):
-  ...
-  official_bert.common.errors.UserError: train_batch_size 30 does not split into ...
-  """
-  parts = num_replicas * gradient_accumulation_steps
-  if train_batch_size % parts:
-    per_replica = "" if num_replicas == 1 else f" over {num_replicas} replicas, then"
-    raise UserError(f"train_batch_size {train_batch_size} does not split{per_replica} into "
-                    f"gradient_accumulation_steps={gradient_accumulation_steps} equal "
-                    f"micro-batches: make the batch a multiple of {parts}.")

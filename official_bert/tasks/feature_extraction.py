@@ -219,6 +219,7 @@ def _default_vocab(init_checkpoint):
   return None
 
 
+@base.register(experiment.FeatureExtractionConfig)
 class FeatureExtractionTask(base.Task):
   """Runs a pre-trained encoder over a text file and writes its activations as JSON lines.
 
@@ -227,19 +228,10 @@ class FeatureExtractionTask(base.Task):
   `official_bert.checkpoints.load_encoder`), in batches of the run's `predict_batch_size`.
 
   Args:
-    input_file: one text per line; ` ||| ` separates a pair.
-    output_file: the JSON-lines output, written atomically (a temporary file, then renamed).
-    bert_config: the encoder's `BertConfig`; by default that of `bert_config_file`.
-    bert_config_file: the path of the encoder's `bert_config.json`; by default the one beside
-      the init checkpoint.
-    vocab_file: the WordPiece vocabulary; by default the `vocab.txt` beside the checkpoint.
-    do_lower_case: lower-case the text (uncased models); checked against the checkpoint.
-    max_seq_length: longest packed sequence; longer texts are truncated (and counted).
-    layers: the layers whose per-token values are written (`"-1,-2,-3,-4"`: the last four), a
-      comma-separated string or a list of ints.
-    pooling: None for per-token features, or `cls` / `mean` for one vector per line.
-    pooling_layer: the layer that `pooling` reads (-1: the last).
-    normalize: L2-normalise the pooled vectors.
+    config: the task's settings, a `FeatureExtractionConfig` (the input, the output file, the
+      layers or pooling).
+    bert_config: the encoder's `BertConfig`; by default that of `config.bert_config_file`, or
+      the one beside the init checkpoint.
 
   Attributes (after `validate`):
     examples: the `data.text_lines.InputExample`s read.
@@ -252,7 +244,7 @@ class FeatureExtractionTask(base.Task):
   >>> from official_bert import BertConfig, BertEncoder, export_pretrained_dir
   >>> from official_bert.tasks import driver
   >>> from official_bert.tasks.base import Modes
-  >>> from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+  >>> from official_bert.tasks.experiment import ExperimentConfig, FeatureExtractionConfig
   >>> temporary = tempfile.TemporaryDirectory()
   >>> folder = temporary.name
   >>> with open(os.path.join(folder, "words.txt"), "w") as f:
@@ -263,9 +255,9 @@ class FeatureExtractionTask(base.Task):
   ...                               vocab_file=os.path.join(folder, "words.txt"))
   >>> with open(os.path.join(folder, "input.txt"), "w") as f:
   ...   _ = f.write("hello world\\nhello ||| world\\n")
-  >>> task = FeatureExtractionTask(input_file=os.path.join(folder, "input.txt"),
-  ...                              output_file=os.path.join(folder, "out", "features.jsonl"),
-  ...                              layers="-1,0")
+  >>> task = FeatureExtractionTask(FeatureExtractionConfig(
+  ...     input_file=os.path.join(folder, "input.txt"),
+  ...     output_file=os.path.join(folder, "out", "features.jsonl"), layers="-1,0"))
   >>> _ = driver.run(task, ExperimentConfig(output_dir=os.path.join(folder, "out"),
   ...                                       init_checkpoint=model), Modes(predict=True))
   >>> with open(os.path.join(folder, "out", "features.jsonl")) as f:
@@ -281,50 +273,41 @@ class FeatureExtractionTask(base.Task):
 
   name = "feature extraction"
   supported_modes = ("predict",)
-  config_class = experiment.FeatureExtractionConfig
   # The encoder always comes from init_checkpoint: output_file's folder may hold anything.
   resumes = False
-  streams_predictions = True
 
-  def __init__(self, *, input_file, output_file, bert_config=None, bert_config_file=None,
-               vocab_file=None, do_lower_case=True, max_seq_length=128, layers="-1,-2,-3,-4",
-               pooling=None, pooling_layer=-1, normalize=False):
-    super().__init__(bert_config=bert_config, vocab_file=vocab_file,
-                     do_lower_case=do_lower_case, max_seq_length=max_seq_length)
-    self.input_file = input_file
-    self.output_file = os.fspath(output_file)
-    self.bert_config_file = bert_config_file
-    self.layers = layers
-    self.pooling = pooling
-    self.pooling_layer = pooling_layer
-    self.normalize = normalize
+  def __init__(self, config=None, bert_config=None):
+    super().__init__(config, bert_config)
     self.examples = self.features = self.layer_indexes = None
 
   def validate(self, modes, init_checkpoint=None, *, export_dir=None, **paths):
     """Checks the options and `export_dir`, reads the config, the vocabulary and the whole
     input, and packs it, before the encoder is built."""
-    if self.pooling is not None and self.pooling not in POOLINGS:
-      raise ValueError(f"pooling must be one of {POOLINGS} or None, got {self.pooling!r}")
+    config = self.config
+    if config.pooling is not None and config.pooling not in POOLINGS:
+      raise ValueError(f"pooling must be one of {POOLINGS} or None, got {config.pooling!r}")
     if not init_checkpoint:
       raise ValueError(_NEEDS_CHECKPOINT)
     if export_dir:
       # Before the long part: a taken export_dir would otherwise fail only at the end.
       archive.check_export_dir(export_dir, overwrite=False)
-    self.bert_config = read_config(init_checkpoint, self.bert_config or self.bert_config_file)
-    self.vocab_file = self.vocab_file or _default_vocab(init_checkpoint)
-    if self.vocab_file is None:
+    self.bert_config = read_config(init_checkpoint, self.bert_config or config.bert_config_file)
+    vocab_file = config.vocab_file or _default_vocab(init_checkpoint)
+    if vocab_file is None:
       raise ValueError(f"No vocab_file given and no {VOCAB_NAME} beside "
                        f"{os.fspath(init_checkpoint)}")
+    # The run records the vocabulary it found, as if it had been given.
+    self.config = config = dataclasses.replace(config, vocab_file=vocab_file)
     super().validate(modes, init_checkpoint, **paths)
-    self.layer_indexes = parse_layers([self.pooling_layer] if self.pooling else self.layers,
+    self.layer_indexes = parse_layers([config.pooling_layer] if config.pooling else config.layers,
                                       self.bert_config.num_hidden_layers)
-    dropped = utf8.DroppedBytes(self.input_file)
-    self.examples = read_examples(self.input_file, dropped)
+    dropped = utf8.DroppedBytes(config.input_file)
+    self.examples = read_examples(config.input_file, dropped)
     if any(example.text_b is not None for example in self.examples):
-      self.check_segments(2, f"The text pairs ('a ||| b') of {self.input_file}")
+      self.check_segments(2, f"The text pairs ('a ||| b') of {config.input_file}")
     self.features = convert_examples_to_features(self.examples, self.tokenizer,
-                                                 self.max_seq_length)
-    self.summary.append(f"{self.input_file}: {len(self.examples)} lines, "
+                                                 config.max_seq_length)
+    self.summary.append(f"{config.input_file}: {len(self.examples)} lines, "
                         f"{self.features.num_truncated} truncated"
                         + (f", {dropped.message()}" if dropped.num_bytes else ""))
 
@@ -341,13 +324,14 @@ class FeatureExtractionTask(base.Task):
 
   # === The outputs ===
 
-  def write_predictions(self, split, model, batch_size, output_dir):
-    """Encodes the input in batches of `batch_size` (the run's `predict_batch_size`) and writes
-    `output_file` (not in `output_dir`: the tool passes its folder)."""
+  def predict_split(self, split, runner, output_dir):
+    """Encodes the input in batches of the run's `predict_batch_size` and writes `output_file`
+    as the batches come (not in `output_dir`: the tool passes its folder): the activations of
+    a large input do not fit in memory."""
     del split, output_dir
-    start = time.perf_counter()
-    encoder, pooling, normalize, layer_indexes = (model, self.pooling, self.normalize,
-                                                  self.layer_indexes)
+    start, batch_size = time.perf_counter(), runner.config.trainer.predict_batch_size
+    encoder, pooling, normalize, layer_indexes = (runner.model, self.config.pooling,
+                                                  self.config.normalize, self.layer_indexes)
     examples, features = self.examples, self.features
 
     @tf.function(reduce_retracing=True)
@@ -358,10 +342,11 @@ class FeatureExtractionTask(base.Task):
         return [pool(selected[0], inputs["input_mask"], pooling, normalize)]
       return selected
 
-    folder = os.path.dirname(self.output_file)
+    output_file = os.fspath(self.config.output_file)
+    folder = os.path.dirname(output_file)
     if folder:
       tf.io.gfile.makedirs(folder)
-    with file_io.atomic_write(self.output_file) as f:
+    with file_io.atomic_write(output_file) as f:
       begin = 0
       dataset = make_dataset(features, batch_size)
       for batch_number, inputs in enumerate(dataset, start=1):
@@ -379,9 +364,9 @@ class FeatureExtractionTask(base.Task):
         begin = end
     logging.info("Wrote %s for %d lines (%d truncated) to %s in %.1f s.",
                  f"{pooling} embeddings" if pooling else f"layers {layer_indexes}",
-                 len(examples), features.num_truncated, self.output_file,
+                 len(examples), features.num_truncated, output_file,
                  time.perf_counter() - start)
-    return [self.output_file]
+    return None, [output_file]
 
   def save(self, model, output_dir, export_dir=None):
     """Exports the encoder to `export_dir` (raw text or token ids in; `sequence_output`,
@@ -390,7 +375,8 @@ class FeatureExtractionTask(base.Task):
     del output_dir
     if not export_dir:
       return []
+    config = self.config
     return [export.export_encoder(model, export_dir,
-                                  vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
-                                  max_seq_length=self.max_seq_length,
+                                  vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
+                                  max_seq_length=config.max_seq_length,
                                   dtype=export.trained_dtype(model))]

@@ -150,38 +150,31 @@ def _input_fn(features, is_training, seed=None):
                                            seed=seed))
 
 
+@base.register(experiment.SwagConfig)
 class SwagTask(base.Task):
   """Multiple choice on SWAG-format data: which ending follows a context.
 
   Args:
-    bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`;
-      `max_seq_length` counts the tokens of one (context, ending) pair, special tokens
-      included.
-    data_dir: a folder with `train.csv`, `val.csv`, `test.csv` (or `.jsonl` files).
-    train_file: the training file, instead of `data_dir`'s (`.csv` or `.jsonl`).
-    eval_file: the evaluation file (labelled).
-    predict_file: the file to predict (labels optional).
+    config: the task's settings, a `SwagConfig` (where the splits are).
+    bert_config: the encoder's `BertConfig`.
 
   Example:
 
     model = "uncased_L-12_H-768_A-12"
     config = ExperimentConfig(
         task=SwagConfig(vocab_file=f"{model}/vocab.txt", data_dir="swagaf/data"),
-        trainer=TrainerConfig(learning_rate=2e-5),
+        trainer=TrainerConfig(optimizer=OptimizerConfig(learning_rate=2e-5)),
         model=BertConfig.from_json_file(f"{model}/bert_config.json"),
         output_dir="/tmp/swag_output", init_checkpoint=model)
     driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "SWAG"
-  config_class = experiment.SwagConfig
 
-  def __init__(self, *, data_dir=None, train_file=None, eval_file=None, predict_file=None,
-               **kwargs):
-    super().__init__(**kwargs)
-    self.data_dir = data_dir
-    self.train_file, self.eval_file, self.predict_file = train_file, eval_file, predict_file
-    self.paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
+  def __init__(self, config=None, bert_config=None):
+    super().__init__(config, bert_config)
+    self.paths = {"train": self.config.train_file, "eval": self.config.eval_file,
+                  "predict": self.config.predict_file}
     self.features = {}
     self.num_choices = None
 
@@ -189,12 +182,12 @@ class SwagTask(base.Task):
     """Reads and packs every split the run needs; checks labels and the number of endings."""
     super().validate(modes, init_checkpoint, **paths)
     self.check_segments(2, "The (context, ending) pairs of multiple choice")
-    files = {split: _split_file(split, self.data_dir, self.paths[split])
+    files = {split: _split_file(split, self.config.data_dir, self.paths[split])
              for split in modes.names()}
     for split, path in files.items():
       examples = _read(path, require_labels=split != "predict")
       self.features[split] = swag.convert_examples_to_features(examples, self.tokenizer,
-                                                               self.max_seq_length)
+                                                               self.config.max_seq_length)
       self.summary.append(f"{split}: {len(examples)} examples from {path}, "
                           f"{self.features[split].num_truncated_choices} choices truncated")
     self.train_files = [files["train"]] if "train" in files else []

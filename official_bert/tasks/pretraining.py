@@ -64,67 +64,48 @@ def pretraining_metrics(outputs, labels, kernels="auto"):
   }
 
 
+@base.register(experiment.PretrainingConfig)
 class PretrainingTask(base.Task):
   """Masked LM + next-sentence pre-training on `create_pretraining_data.py` records.
 
-  The step count is the trainer's own (`TrainerConfig.num_train_steps` and `num_warmup_steps`,
-  as the original's flags), not epochs; evaluation averages the original metrics over at most
-  `max_eval_steps` batches of `input_file` and runs under every strategy, multi-worker included.
+  The step count is the trainer's own (`TrainerConfig.num_train_steps` and its optimizer's
+  `num_warmup_steps`, as the original's flags), not epochs; evaluation averages the original
+  metrics over at most `max_eval_steps` batches of `input_file` and runs under every strategy,
+  multi-worker included.
 
   Args:
+    config: the task's settings, a `PretrainingConfig` (the records, masking, evaluation).
     bert_config: the model's `BertConfig`.
-    input_file: comma-separated TFRecord files or globs from `create_pretraining_data.py`.
-    vocab_file: the vocabulary; needed for `dynamic_masking` and copied into the export.
-    do_lower_case: None: pre-training reads records, not text.
-    max_seq_length: sequence length of the records.
-    max_predictions_per_seq: masked positions per record.
-    max_eval_steps: evaluation batches at most.
-    dynamic_masking: draw new masks for every batch instead of the stored ones.
-    masked_lm_prob: fraction of tokens masked by dynamic masking.
-    do_whole_word_mask: dynamic masking masks whole words.
-    export_tf1: also export the original TF1 checkpoint format.
 
   Example:
 
     config = ExperimentConfig(
         task=PretrainingConfig(input_file="/tmp/tf_examples.tfrecord"),
-        trainer=TrainerConfig(num_train_steps=20, num_warmup_steps=10),
+        trainer=TrainerConfig(num_train_steps=20,
+                              optimizer=OptimizerConfig(num_warmup_steps=10)),
         model=BertConfig.from_json_file("bert_config.json"), output_dir="/tmp/out")
     driver.run_experiment(config, Modes(train=True, eval=True))
   """
 
   name = "pre-training"
   supported_modes = ("train", "eval")
-  config_class = experiment.PretrainingConfig
-  averages_eval = True
 
-  def __init__(self, *, bert_config, input_file, vocab_file=None, do_lower_case=None,
-               max_seq_length=128, max_predictions_per_seq=20, max_eval_steps=100,
-               dynamic_masking=False, masked_lm_prob=0.15, do_whole_word_mask=False,
-               export_tf1=False):
-    super().__init__(bert_config=bert_config, vocab_file=vocab_file, do_lower_case=do_lower_case,
-                     max_seq_length=max_seq_length)
-    self.input_file = input_file
-    self.max_predictions_per_seq = max_predictions_per_seq
-    self.max_eval_steps = max_eval_steps
-    self.dynamic_masking = dynamic_masking
-    self.masked_lm_prob = masked_lm_prob
-    self.do_whole_word_mask = do_whole_word_mask
-    self.export_tf1 = export_tf1
+  def __init__(self, config=None, bert_config=None):
+    super().__init__(config, bert_config)
     self.masking = None
 
   def validate(self, modes, init_checkpoint=None, **paths):
     super().validate(modes, init_checkpoint, **paths)
-    files = file_io.expand_globs(self.input_file, what="pre-training data")
+    files = file_io.expand_globs(self.config.input_file, what="pre-training data")
     self.summary.append(f"{len(files)} input file(s)")
     self.train_files = files if modes.train else []
-    if self.dynamic_masking:
-      if not self.vocab_file:
+    if self.config.dynamic_masking:
+      if not self.config.vocab_file:
         raise ValueError("dynamic_masking needs vocab_file, for the ids of [MASK], [CLS], "
                          "[SEP].")
       self.masking = DynamicMasking.from_vocab_file(
-          self.vocab_file, self.max_predictions_per_seq, self.masked_lm_prob,
-          whole_word_mask=self.do_whole_word_mask)
+          self.config.vocab_file, self.config.max_predictions_per_seq, self.config.masked_lm_prob,
+          whole_word_mask=self.config.do_whole_word_mask)
 
   def needs_one_machine(self, modes):
     return False
@@ -144,12 +125,18 @@ class PretrainingTask(base.Task):
   def eval_splits(self):
     return [("eval", None)]
 
+  def evaluate_split(self, split, runner, output_dir):
+    """The original's evaluation: the losses and metrics averaged over at most
+    `max_eval_steps` batches, not a score of the whole split's predictions."""
+    return runner.average(self.build_inputs(split, output_dir, runner.seed),
+                          max_steps=self.config.max_eval_steps), []
+
   def build_inputs(self, split, output_dir, seed=None):
     """Batches of `input_file`'s records, for training (`"train"`) or evaluation."""
     del output_dir
-    is_training = split == "train"
+    is_training, config = split == "train", self.config
     return lambda batch_size, input_context: pretraining_dataset(
-        self.input_file, self.max_seq_length, self.max_predictions_per_seq, batch_size,
+        config.input_file, config.max_seq_length, config.max_predictions_per_seq, batch_size,
         is_training, input_context=input_context, dynamic_masking=self.masking, seed=seed,
         vocab_size=self.bert_config.vocab_size,
         type_vocab_size=self.bert_config.type_vocab_size)
@@ -158,5 +145,6 @@ class PretrainingTask(base.Task):
     """Exports `output_dir/pretrained/`, the folder fine-tuning takes as `--init_checkpoint`."""
     del export_dir
     path = os.path.join(output_dir, EXPORT_DIR)
-    export_pretrained_dir(model, self.bert_config, path, self.vocab_file, tf1=self.export_tf1)
+    export_pretrained_dir(model, self.bert_config, path, self.config.vocab_file,
+                          tf1=self.config.export_tf1)
     return [path]

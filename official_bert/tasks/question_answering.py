@@ -125,24 +125,13 @@ def has_gold_answers(data_file):
       qa["answers"] or qa.get("is_impossible") for qa in questions)
 
 
+@base.register(experiment.SquadConfig)
 class SquadTask(base.Task):
   """Fine-tunes a `BertSpanLabeler` on SQuAD and/or answers (and scores) a SQuAD file.
 
   Args:
-    bert_config, vocab_file, do_lower_case: see `base.Task`.
-    max_seq_length: WordPieces per window, `[CLS]` and both `[SEP]` included.
-    train_file: SQuAD JSON for training, e.g. `train-v1.1.json`.
-    predict_file: SQuAD JSON to answer, e.g. `dev-v1.1.json`; scored when it holds answers.
-    doc_stride: WordPieces between the starts of a long context's windows.
-    max_query_length: questions are cut to this many WordPieces.
-    n_best_size: answers kept per question in `nbest_predictions.json`.
-    max_answer_length: longest answer, in WordPieces.
-    version_2_with_negative: SQuAD v2.0: some questions have no answer.
-    null_score_diff_threshold: v2.0: predict "" when the null score minus the best span's score
-      exceeds this.
-    verbose_logging: log the first features and every question's predicted answer.
-    bad_answer_policy: `skip` (counted and logged by question id) or `error`: what to do with a
-      training answer that is not at its `answer_start` (see `squad.read_squad_examples`).
+    config: the task's settings, a `SquadConfig` (the files, the windows, the answers).
+    bert_config: the encoder's `BertConfig`.
 
   Example:
 
@@ -150,55 +139,42 @@ class SquadTask(base.Task):
     config = ExperimentConfig(
         task=SquadConfig(vocab_file=f"{base_dir}/vocab.txt", train_file="train-v1.1.json",
                          predict_file="dev-v1.1.json"),
-        trainer=TrainerConfig(train_batch_size=12, learning_rate=3e-5, num_train_epochs=2.0),
+        trainer=TrainerConfig(train_batch_size=12, num_train_epochs=2.0,
+                              optimizer=OptimizerConfig(learning_rate=3e-5)),
         model=BertConfig.from_json_file(f"{base_dir}/bert_config.json"),
         output_dir="/tmp/squad_base", init_checkpoint=f"{base_dir}/bert_model.ckpt")
     driver.run_experiment(config, Modes(train=True, predict=True))
   """
 
   supported_modes = ("train", "predict")
-  config_class = experiment.SquadConfig
   output_features = ("unique_ids",)
 
-  def __init__(self, *, max_seq_length=384, train_file=None, predict_file=None, doc_stride=128,
-               max_query_length=64, n_best_size=20, max_answer_length=30,
-               version_2_with_negative=False, null_score_diff_threshold=0.0,
-               verbose_logging=False, bad_answer_policy="skip", **kwargs):
-    super().__init__(max_seq_length=max_seq_length, **kwargs)
-    self.train_file = train_file
-    self.predict_file = predict_file
-    self.doc_stride = doc_stride
-    self.max_query_length = max_query_length
-    self.n_best_size = n_best_size
-    self.max_answer_length = max_answer_length
-    self.version_2_with_negative = version_2_with_negative
-    self.null_score_diff_threshold = null_score_diff_threshold
-    self.verbose_logging = verbose_logging
-    self.bad_answer_policy = bad_answer_policy
-    self.name = f"SQuAD {'v2.0' if version_2_with_negative else 'v1.1'}"
+  def __init__(self, config=None, bert_config=None):
+    super().__init__(config, bert_config)
+    self.name = f"SQuAD {'v2.0' if self.config.version_2_with_negative else 'v1.1'}"
 
   def validate(self, modes, init_checkpoint=None, **paths):
     super().validate(modes, init_checkpoint, **paths)
-    if modes.train and not self.train_file:
+    if modes.train and not self.config.train_file:
       raise ValueError("If do_train is True, then train_file must be specified.")
-    if modes.predict and not self.predict_file:
+    if modes.predict and not self.config.predict_file:
       raise ValueError("If do_predict is True, then predict_file must be specified.")
     self.check_segments(2, "SQuAD's (question, context) pairs")
-    if self.max_seq_length <= self.max_query_length + 3:
-      raise ValueError(f"The max_seq_length ({self.max_seq_length}) must be greater than "
-                       f"max_query_length ({self.max_query_length}) + 3.")
+    if self.config.max_seq_length <= self.config.max_query_length + 3:
+      raise ValueError(f"The max_seq_length ({self.config.max_seq_length}) must be greater than "
+                       f"max_query_length ({self.config.max_query_length}) + 3.")
     if modes.train:
-      self.train_files = [self.train_file]
-      self.train_examples, self.skipped = self._read(self.train_file, is_training=True)
+      self.train_files = [self.config.train_file]
+      self.train_examples, self.skipped = self._read(self.config.train_file, is_training=True)
       random.Random(TRAIN_SHUFFLE_SEED).shuffle(self.train_examples)
     if modes.predict:
-      self.predict_examples, _ = self._read(self.predict_file, is_training=False)
-      self.scored = has_gold_answers(self.predict_file)
+      self.predict_examples, _ = self._read(self.config.predict_file, is_training=False)
+      self.scored = has_gold_answers(self.config.predict_file)
 
   def _read(self, path, is_training):
     examples, skipped = squad.read_squad_examples(
-        path, is_training=is_training, version_2_with_negative=self.version_2_with_negative,
-        bad_answer_policy=self.bad_answer_policy)
+        path, is_training=is_training, version_2_with_negative=self.config.version_2_with_negative,
+        bad_answer_policy=self.config.bad_answer_policy)
     if not examples:
       raise ValueError(f"{path} holds no usable training question ({len(skipped)} skipped)."
                        if is_training else f"{path} holds no question to answer.")
@@ -206,8 +182,8 @@ class SquadTask(base.Task):
 
   def _windows(self, examples, is_training):
     return squad.convert_examples_to_features(
-        examples, self.tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
-        is_training=is_training)
+        examples, self.tokenizer, self.config.max_seq_length, self.config.doc_stride,
+        self.config.max_query_length, is_training=is_training)
 
   def build_model(self):
     return BertSpanLabeler(self.bert_config, kernels=self.kernels)
@@ -233,40 +209,41 @@ class SquadTask(base.Task):
                                           records, is_training=True)
       self.summary.append(f"train: {len(self.train_examples)} questions ({len(self.skipped)} "
                           f"skipped, answer not at answer_start) in {num_features} windows")
-      return _input_fn(records, self.max_seq_length, is_training=True)
+      return _input_fn(records, self.config.max_seq_length, is_training=True)
     examples = self.predict_examples
     self.predict_features = list(self._windows(examples, is_training=False))
     self.summary.append(f"predict: {len(examples)} questions in {len(self.predict_features)} "
                         "windows")
-    if self.verbose_logging:
+    if self.config.verbose_logging:
       _log_features(self.predict_features, examples)
     records = os.path.join(output_dir, PREDICT_RECORDS)
     squad.write_features(self.predict_features, records, is_training=False)
-    return _input_fn(records, self.max_seq_length, is_training=False)
+    return _input_fn(records, self.config.max_seq_length, is_training=False)
 
   def postprocess(self, split, outputs, output_dir):
     """Writes `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for v2.0) and,
     when `predict_file` holds answers, scores `predictions.json` (the official evaluation)."""
-    examples, features = self.predict_examples, self.predict_features
+    config, examples, features = self.config, self.predict_examples, self.predict_features
     results = [squad_postprocessing.RawResult(int(unique_id), start, end) for unique_id, start, end
                in zip(outputs["unique_ids"], outputs["start_logits"], outputs["end_logits"])]
     paths = [os.path.join(output_dir, name) for name in (PREDICTIONS, NBEST_PREDICTIONS, NULL_ODDS)]
     predictions = squad_postprocessing.write_predictions(
-        examples, features, results, self.n_best_size, self.max_answer_length,
-        self.do_lower_case, *paths, version_2_with_negative=self.version_2_with_negative,
-        null_score_diff_threshold=self.null_score_diff_threshold)
-    if self.verbose_logging:
+        examples, features, results, config.n_best_size, config.max_answer_length,
+        config.do_lower_case, *paths, version_2_with_negative=config.version_2_with_negative,
+        null_score_diff_threshold=config.null_score_diff_threshold)
+    if config.verbose_logging:
       for example in examples:
         logging.info("%s  %s -> %r", example.qas_id, example.question_text,
                      predictions[example.qas_id])
-    written = paths if self.version_2_with_negative else paths[:2]
+    written = paths if config.version_2_with_negative else paths[:2]
     if not self.scored:
-      logging.info("%s has no answers to score predictions against.", self.predict_file)
+      logging.info("%s has no answers to score predictions against.", config.predict_file)
       return None, written
-    if self.version_2_with_negative:
-      return squad_evaluate.evaluate_files(self.predict_file, paths[0], na_prob_file=paths[2],
-                                           na_prob_thresh=self.null_score_diff_threshold), written
-    return squad_evaluate.evaluate_files(self.predict_file, paths[0]), written
+    if config.version_2_with_negative:
+      return squad_evaluate.evaluate_files(
+          config.predict_file, paths[0], na_prob_file=paths[2],
+          na_prob_thresh=config.null_score_diff_threshold), written
+    return squad_evaluate.evaluate_files(config.predict_file, paths[0]), written
 
   def fingerprint(self):
     fingerprint = super().fingerprint()
@@ -275,5 +252,5 @@ class SquadTask(base.Task):
     return fingerprint
 
   def model_folder_fields(self):
-    return {"extra": {"max_query_length": self.max_query_length,
-                      "max_answer_length": self.max_answer_length}}
+    return {"extra": {"max_query_length": self.config.max_query_length,
+                      "max_answer_length": self.config.max_answer_length}}

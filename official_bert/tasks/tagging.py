@@ -174,17 +174,13 @@ def score_predictions(sentences, predicted_tags, features, logits):
   return dict(report.to_dict(), loss=float(loss)), report
 
 
+@base.register(experiment.NerConfig)
 class NerTask(base.Task):
   """Named-entity recognition (token classification) on CoNLL-style files.
 
   Args:
-    bert_config, vocab_file, do_lower_case, max_seq_length: see `base.Task`;
-      `max_seq_length` counts WordPieces per feature, `[CLS]` and `[SEP]` included; longer
-      sentences are split between words.
-    data_dir: a folder with `train.txt`, `dev.txt` or `valid.txt`, `test.txt` (or `.conll`).
-    train_file: the training file, instead of `data_dir`'s; its tags are the labels.
-    eval_file: the tagged evaluation file.
-    predict_file: the file to tag (a tag column is optional).
+    config: the task's settings, a `NerConfig` (where the splits are).
+    bert_config: the encoder's `BertConfig`.
 
   The `labels.txt` of the run's output folder, written by a training run, gives the labels of
   a run that does not train, and must match the training file's when training resumes.
@@ -201,14 +197,11 @@ class NerTask(base.Task):
   """
 
   name = "NER"
-  config_class = experiment.NerConfig
 
-  def __init__(self, *, data_dir=None, train_file=None, eval_file=None, predict_file=None,
-               **kwargs):
-    super().__init__(**kwargs)
-    self.data_dir = data_dir
-    self.train_file, self.eval_file, self.predict_file = train_file, eval_file, predict_file
-    self.paths = {"train": train_file, "eval": eval_file, "predict": predict_file}
+  def __init__(self, config=None, bert_config=None):
+    super().__init__(config, bert_config)
+    self.paths = {"train": self.config.train_file, "eval": self.config.eval_file,
+                  "predict": self.config.predict_file}
     self.files, self.sentences, self.features = {}, {}, {}
     self.labels = None
 
@@ -216,21 +209,21 @@ class NerTask(base.Task):
     """Reads every split the run needs and the labels (those of `output_dir`'s `labels.txt`
     when there is one); checks every tag against the labels."""
     super().validate(modes, init_checkpoint, **paths)
-    self.files = {split: _split_file(split, self.data_dir, self.paths[split])
+    self.files = {split: _split_file(split, self.config.data_dir, self.paths[split])
                   for split in modes.names()}
     self.sentences = {split: conll.read_conll_file(path) for split, path in self.files.items()}
     self.train_files = [self.files["train"]] if "train" in self.files else []
     if modes.eval and self.sentences["eval"][0].tags is None:
       raise ValueError(f"{self.files['eval']} has no tag column; evaluation needs gold tags.")
     self.labels = _labels(output_dir, self.sentences.get("train"),
-                          self.files.get("train") or _train_file_if_any(self.data_dir,
+                          self.files.get("train") or _train_file_if_any(self.config.data_dir,
                                                                         self.paths["train"]))
     for sentences in self.sentences.values():
       conll.check_tags(sentences, self.labels)
     self.summary.append(f"{len(self.labels)} labels")
     for split, sentences in self.sentences.items():
       self.features[split] = features = conll.convert_sentences_to_features(
-          sentences, self.labels, self.tokenizer, self.max_seq_length)
+          sentences, self.labels, self.tokenizer, self.config.max_seq_length)
       self.summary.append(f"{split}: {len(sentences)} sentences from {self.files[split]} "
                           f"({features.num_split_sentences} split, "
                           f"{features.num_truncated_words} words truncated)")

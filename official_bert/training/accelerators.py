@@ -117,7 +117,7 @@ def choose(device_type, dtype, cpu_flags=frozenset(), enable_xla=None, kernels="
 
   Args:
     device_type: `CPU`, `GPU` or `TPU`, the type of the replicas' devices.
-    dtype: `float32`, `float16` or `bfloat16` (the `EngineConfig.dtype`).
+    dtype: `float32`, `float16` or `bfloat16` (the `RuntimeConfig.dtype`).
     cpu_flags: the CPU's /proc/cpuinfo flags (`cpu_flags()`), read for bfloat16 on a CPU.
     enable_xla: True or False to decide yourself; None to let the measurements decide.
     kernels: `auto`, or a backend of `official_bert.ops.BACKENDS` to decide yourself.

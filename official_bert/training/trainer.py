@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from official_bert import ops
 from official_bert.training import checkpointing, distribution, progress, updates
-from official_bert.training.config import EngineConfig
+from official_bert.training.config import RuntimeConfig, TrainerConfig
 
 _ALL_STEPS = 2**31 - 1
 
@@ -56,9 +56,11 @@ class Trainer:
     loss_fn: `loss_fn(outputs, labels)` -> dict of scalars with `loss` (see the module docstring).
     optimizer: a Keras optimizer built in `strategy.scope()` (see `create_optimizer`); None for a
       trainer that only evaluates and predicts.
-    strategy: the `tf.distribute.Strategy` (see `EngineConfig.setup`).
+    strategy: the `tf.distribute.Strategy` (see `RuntimeConfig.setup`).
     model_dir: where checkpoints and TensorBoard summaries (`train/`, `eval/`) go.
-    config: the `EngineConfig`.
+    config: the `TrainerConfig`: the loop's rhythm, gradient accumulation and the optimizer's
+      clipping (the optimizer itself is built by the caller: `config.optimizer.create`).
+    runtime: the `RuntimeConfig`: its XLA and kernels choice for `strategy`.
     metrics_fn: optional `metrics_fn(outputs, labels)` -> `{name: (total, count)}`.
     data_checkpointing: how `train` restores the input position: `iterator` (checkpoint the
       `tf.data` iterator; one replica only), `skip` (skip the consumed batches) or `auto`
@@ -69,8 +71,8 @@ class Trainer:
   """
 
   def __init__(self, model, loss_fn, optimizer=None, *, strategy, model_dir,
-               config=EngineConfig(), metrics_fn=None, data_checkpointing="auto",
-               restore_fn=None):
+               config=TrainerConfig(), runtime=RuntimeConfig(), metrics_fn=None,
+               data_checkpointing="auto", restore_fn=None):
     if data_checkpointing not in ("auto", "iterator", "skip"):
       raise ValueError(f"data_checkpointing must be auto, iterator or skip, got "
                        f"{data_checkpointing!r}.")
@@ -105,7 +107,7 @@ class Trainer:
     # compiled `tf.function` itself (on anything but GPUs only) wraps all replicas' calls into one
     # copy of it, one XLA program on the first device, which then fails on the other replicas'
     # variables. TPUs compile everything themselves.
-    choice = config.accelerator_choice(strategy)
+    choice = runtime.accelerator_choice(strategy)
     # The engine's kernels for the gradients' norm (the model's own are its own choice).
     self._kernels = ops.kernels(choice.kernels)
     xla = choice.enable_xla and not distribution.is_tpu(strategy)
@@ -435,7 +437,7 @@ class Trainer:
       if unused:
         logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
       self._update = updates.choose(
-          self.optimizer, self._variables, clip_norm=self.config.clip_norm,
+          self.optimizer, self._variables, clip_norm=self.config.optimizer.clip_norm,
           replicas=self.strategy.num_replicas_in_sync,
           compile_update=self._compile_update and not self._distributed,
           accumulation_steps=self.config.gradient_accumulation_steps,

@@ -16,10 +16,10 @@ from official_bert import BertClassifier, BertSpanLabeler
 from official_bert.checkpoints import convert, load_model_dir, restore_task_weights, resume
 from official_bert.cli import convert_checkpoint
 from official_bert.tasks import classification, question_answering
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig, create_optimizer
+from official_bert.tasks.experiment import ExperimentConfig
+from official_bert.training import create_optimizer
 
-from testing import SPECIAL_TOKENS, original_variables, run_task, tiny_bert_config
+from testing import SPECIAL_TOKENS, engine_configs, original_variables, run_task, tiny_bert_config
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "in", "park", "where", "did", "what",
          "who", "saw", "big", "small", "red", "."]
@@ -29,8 +29,7 @@ HEADS = 2
 CONFIG = tiny_bert_config(len(VOCAB), num_attention_heads=HEADS, max_position_embeddings=32,
                           hidden_act="gelu_new")
 SEQ = 16
-ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2,
-                      save_checkpoints_steps=2)
+ENGINE = dict(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2, save_checkpoints_steps=2)
 SENTENCES = ["the cat sat on the mat .", "a dog ran in the park", "the big red dog saw a cat",
              "who sat on the small mat", "a cat", "the dog saw the park ."]
 SQUAD_POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
@@ -163,9 +162,9 @@ def fixture_files(tmp_path_factory):
 
 def _run(task_class, files, output_dir, init_checkpoint=None, **options):
   config = ExperimentConfig(output_dir=str(output_dir), init_checkpoint=init_checkpoint,
-                            trainer=TrainerConfig(train_batch_size=8, eval_batch_size=4,
-                                                  predict_batch_size=4, learning_rate=1e-3,
-                                                  num_train_epochs=3.0), runtime=ENGINE)
+                            **engine_configs(train_batch_size=8, eval_batch_size=4,
+                                             predict_batch_size=4, learning_rate=1e-3,
+                                             num_train_epochs=3.0, **ENGINE))
   return run_task(task_class, config=config, bert_config_file=str(files / "bert_config.json"),
                   vocab_file=str(files / "vocab.txt"), max_seq_length=SEQ, **options)
 

@@ -32,7 +32,7 @@ from official_bert.evaluation import squad_evaluate
 from official_bert.pretraining import InstanceOptions, corpus, create_pretraining_data
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig
+from official_bert.tasks.experiment import ExperimentConfig, FeatureExtractionConfig
 
 from testing import SPECIAL_TOKENS, tiny_bert_config
 
@@ -224,9 +224,9 @@ def test_extract_features_input_output_and_vocab_beside_the_checkpoint(ram):
   assert feature_extraction._default_vocab(f"{ram}/encoder") == f"{ram}/encoder/vocab.txt"
   input_file = _write(f"{ram}/input.txt", "the cat sat\na dog ||| ran far\n")
   output_file = f"{ram}/features/out.jsonl"
-  task = feature_extraction.FeatureExtractionTask(
+  task = feature_extraction.FeatureExtractionTask(FeatureExtractionConfig(
       input_file=input_file, output_file=output_file, layers="-1", pooling="mean",
-      max_seq_length=16)
+      max_seq_length=16))
   driver.run(task, ExperimentConfig(output_dir=f"{ram}/features",
                                     init_checkpoint=f"{ram}/encoder"), Modes(predict=True))
   lines = [json.loads(line) for line in io.StringIO(_read_text(output_file))]

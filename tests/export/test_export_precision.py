@@ -23,6 +23,7 @@ from official_bert.export import (
   saved_model,
 )
 from official_bert.tasks import base
+from official_bert.tasks.experiment import TaskConfig
 from official_bert.training import accelerators
 
 from testing import tiny_bert_config
@@ -216,7 +217,7 @@ class _Task(base.Task):
 def test_a_task_exports_in_the_dtype_it_trained_in(tmp_path, policy, stored):
   vocab_file = tmp_path / "vocab.txt"
   vocab_file.write_text("\n".join(VOCAB) + "\n")
-  task = _Task(bert_config=CONFIG, vocab_file=str(vocab_file), max_seq_length=8)
+  task = _Task(TaskConfig(vocab_file=str(vocab_file), max_seq_length=8), CONFIG)
   # What a run with --dtype=bfloat16 (or float32) trains: a model under that policy.
   model = BertClassifier(CONFIG, 3, dtype=policy)
   assert precision.trained_dtype(model) == policy.removeprefix("mixed_")

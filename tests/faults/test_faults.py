@@ -40,12 +40,18 @@ from official_bert.common.errors import UserError
 from official_bert.configs import REQUIRED_FIELDS
 from official_bert.data import squad, synthetic
 from official_bert.tasks import base, classification, driver, output_folder
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ClassificationConfig, ExperimentConfig
 
-from testing import REPOSITORY, SPECIAL_TOKENS, run_task, shared_data, tiny_bert_config
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  engine_configs,
+  run_task,
+  shared_data,
+  tiny_bert_config,
+)
 
-ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
+ENGINE = dict(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +78,10 @@ def tiny(tmp_path_factory):
 
 def _classify(tiny, output_dir, task_name="SST-2", max_seq_length=16, do_train=True, **config):
   return run_task(classification.ClassificationTask,
-                  config=ExperimentConfig(output_dir=str(output_dir), runtime=ENGINE,
-                                          trainer=TrainerConfig(train_batch_size=16,
-                                                                learning_rate=1e-3,
-                                                                num_train_epochs=1.0),
+                  config=ExperimentConfig(output_dir=str(output_dir),
+                                          **engine_configs(train_batch_size=16,
+                                                           learning_rate=1e-3,
+                                                           num_train_epochs=1.0, **ENGINE),
                                           **config),
                   bert_config_file=tiny["config"], vocab_file=tiny["vocab"], task_name=task_name,
                   data_dir=str(tiny["sst2" if task_name == "SST-2" else "mrpc"]),
@@ -162,10 +168,10 @@ def test_the_lock_names_its_holder_takes_over_a_dead_one_and_is_released_on_erro
   data = tmp_path / "data"
   synthetic.write_sentiment_task(str(data), num_train=32, num_dev=1)
   with pytest.raises(RuntimeError, match="input pipeline broke"):
-    driver.run(FailingTask(bert_config=config, vocab_file=None, task_name="SST-2",
-                           data_dir=str(data), max_seq_length=8),
-               ExperimentConfig(output_dir=str(tmp_path), runtime=ENGINE,
-                                trainer=TrainerConfig(train_batch_size=16)),
+    driver.run(FailingTask(ClassificationConfig(task_name="SST-2", data_dir=str(data),
+                                                max_seq_length=8), config),
+               ExperimentConfig(output_dir=str(tmp_path),
+                                **engine_configs(train_batch_size=16, **ENGINE)),
                base.Modes(train=True))
   assert not lock_file.exists()
 

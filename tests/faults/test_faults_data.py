@@ -36,13 +36,13 @@ from official_bert.data import classifier_data
 from official_bert.pretraining import corpus as corpus_lib
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import ExperimentConfig
 from official_bert.tasks.pretraining import PretrainingTask
-from official_bert.training import EngineConfig
 from official_bert.training.checkpointing import UnreadableCheckpointError
 
 from testing import (
   REPOSITORY,
+  engine_configs,
   make_trainer,
   pretraining_dataset_fn,
   run_task,
@@ -271,8 +271,8 @@ def test_a_truncated_pretraining_record_file_is_named(tmp_path):
   config.write_text(json.dumps(tiny_pretraining_config(50).to_dict()))
   run_config = ExperimentConfig(
       output_dir=str(tmp_path / "out"),
-      trainer=TrainerConfig(train_batch_size=8, num_train_steps=4, num_warmup_steps=0),
-      runtime=EngineConfig(enable_xla=False, steps_per_loop=2, log_steps=2))
+      **engine_configs(train_batch_size=8, num_train_steps=4, num_warmup_steps=0,
+                       enable_xla=False, steps_per_loop=2, log_steps=2))
   for mode in ("do_train", "do_eval"):
     with pytest.raises(tf.errors.DataLossError, match=re.escape(
         f"{damaged}: the TFRecord file is damaged (truncated record at")) as raised:

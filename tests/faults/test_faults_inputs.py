@@ -42,20 +42,20 @@ from official_bert.export import export_classifier
 from official_bert.pretraining.reader import pretraining_dataset
 from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import ExperimentConfig, PretrainingConfig, TrainerConfig
 from official_bert.tasks.pretraining import PretrainingTask
-from official_bert.training import EngineConfig
 
 from testing import (
   SPECIAL_TOKENS,
   assert_one_line_error,
+  engine_configs,
   run_task,
   run_tools,
   tiny_bert_config,
   write_vocab,
 )
 
-ENGINE = EngineConfig(enable_xla=True, seed=0, steps_per_loop=10, log_steps=10)
+ENGINE = dict(enable_xla=True, seed=0, steps_per_loop=10, log_steps=10)
 
 
 def _config(**changes):
@@ -81,8 +81,8 @@ def test_a_sentence_pair_task_on_a_one_type_model_is_refused_before_training(tmp
   with pytest.raises(UserError, match=r"sentence pairs of MRPC need type ids 0 to 1, but the "
                      r"model's type_vocab_size is 1"):
     run_task(classification.ClassificationTask,
-             config=ExperimentConfig(output_dir=str(output_dir), runtime=ENGINE,
-                                     trainer=TrainerConfig(train_batch_size=4)),
+             config=ExperimentConfig(output_dir=str(output_dir),
+                                     **engine_configs(train_batch_size=4, **ENGINE)),
              bert_config_file=str(config_file), vocab_file=_vocab(tmp_path / "vocab.txt"),
              task_name="MRPC", data_dir=str(mrpc), max_seq_length=16, do_train=True)
   assert not output_dir.exists()  # refused before any work
@@ -134,11 +134,11 @@ def test_pretraining_records_out_of_range_fail_naming_the_file(tmp_path, bad, fe
 def test_pretraining_on_records_past_the_vocabulary_stops_naming_the_file(tmp_path):
   """The whole run, with XLA: before, it trained and evaluated with exit status 0."""
   records = _pretraining_records(tmp_path / "records.tfrecord", [[2, 5, 3], [2, 40, 3]] * 4)
-  task = PretrainingTask(bert_config=_config(), input_file=records, max_seq_length=8,
-                         max_predictions_per_seq=2)
-  config = ExperimentConfig(output_dir=str(tmp_path / "out"), runtime=ENGINE,
-                            trainer=TrainerConfig(train_batch_size=4, num_train_steps=2,
-                                                  num_warmup_steps=0))
+  task = PretrainingTask(PretrainingConfig(input_file=records, max_seq_length=8,
+                                           max_predictions_per_seq=2), _config())
+  config = ExperimentConfig(output_dir=str(tmp_path / "out"),
+                            **engine_configs(train_batch_size=4, num_train_steps=2,
+                                             num_warmup_steps=0, **ENGINE))
   with pytest.raises(tfrecord_errors.RecordValueError,
                      match=f"^{records}: a record's input_ids holds 40, outside"):
     driver.run(task, config, Modes(train=True, eval=True))
@@ -379,18 +379,16 @@ def test_use_tpu_with_another_strategy_is_refused():
   flag_values(["tool", "--use_tpu", "--distribution_strategy=mirrored"])
   with pytest.raises(UserError, match="--use_tpu selects the tpu strategy, but "
                      "--distribution_strategy=mirrored"):
-    engine_flags.engine_config_from_flags(flag_values)
+    engine_flags.runtime_config_from_flags(flag_values)
   flag_values(["tool", "--use_tpu", "--distribution_strategy=tpu", "--tpu=local"])
-  assert engine_flags.engine_config_from_flags(flag_values).distribution_strategy == "tpu"
+  assert engine_flags.runtime_config_from_flags(flag_values).distribution_strategy == "tpu"
 
 
 def test_a_batch_that_accumulation_cannot_split_is_refused_before_work(tmp_path):
   with pytest.raises(UserError, match="train_batch_size 30 does not split into "
                      "gradient_accumulation_steps=4 equal micro-batches"):
-    ExperimentConfig(output_dir=str(tmp_path), trainer=TrainerConfig(train_batch_size=30),
-                     runtime=EngineConfig(gradient_accumulation_steps=4))
-  assert ExperimentConfig(output_dir=str(tmp_path), trainer=TrainerConfig(train_batch_size=32),
-                          runtime=EngineConfig(gradient_accumulation_steps=4))
+    TrainerConfig(train_batch_size=30, gradient_accumulation_steps=4)
+  assert TrainerConfig(train_batch_size=32, gradient_accumulation_steps=4)
 
 
 def _squad(path, paragraphs, version=None):

@@ -39,12 +39,12 @@ from official_bert.common.errors import UserError
 from official_bert.data import synthetic
 from official_bert.export import archive, export_model_dir
 from official_bert.tasks import classification, output_folder
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ExperimentConfig
 
 from testing import (
   REPOSITORY,
   SPECIAL_TOKENS,
+  engine_configs,
   file_uri,
   run_task,
   run_tools,
@@ -52,7 +52,7 @@ from testing import (
   write_vocab,
 )
 
-ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
+ENGINE = dict(enable_xla=False, seed=0, steps_per_loop=10, log_steps=10)
 
 
 @pytest.fixture(scope="module")
@@ -262,9 +262,9 @@ def test_every_tool_refuses_an_output_that_is_an_input_before_any_work(files, re
 def _classify(files, output_dir, **config):
   return run_task(classification.ClassificationTask,
                   config=ExperimentConfig(
-                      output_dir=str(output_dir), runtime=ENGINE, **config,
-                      trainer=TrainerConfig(train_batch_size=16, learning_rate=1e-3,
-                                            num_train_epochs=1.0)),
+                      output_dir=str(output_dir), **config,
+                      **engine_configs(train_batch_size=16, learning_rate=1e-3,
+                                       num_train_epochs=1.0, **ENGINE)),
                   bert_config_file=files["config"], vocab_file=files["vocab"], task_name="SST-2",
                   data_dir=str(files["sst2"]), max_seq_length=16, do_train=True)
 

@@ -39,7 +39,7 @@ from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultiple
                            BertPretrainer, BertSpanLabeler, BertTokenClassifier, ops)
 from official_bert.checkpoints import load_model_dir
 from official_bert.common.errors import UserError
-from official_bert.training import EngineConfig
+from official_bert.training import RuntimeConfig
 
 results = {"backend": keras.backend.backend()}
 config = BertConfig.from_dict(job["config"])
@@ -106,7 +106,7 @@ results["kernel_lines"] = [r for r in records if "TensorFlow's" in r]
 # TensorFlow's kernels asked for: one line naming the argument, before any work.
 refusals = {}
 for what, make in [("argument", lambda: BertEncoder(config, kernels="cpu_onednn")),
-                   ("flag", lambda: EngineConfig(kernels="cpu_xla"))]:
+                   ("flag", lambda: RuntimeConfig(kernels="cpu_xla"))]:
   try:
     make()
     refusals[what] = None

@@ -22,8 +22,10 @@ from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_onednn, cpu_xla, stock
 from official_bert.tasks.classification import classification_loss
 from official_bert.training import (
-  EngineConfig,
+  OptimizerConfig,
+  RuntimeConfig,
   Trainer,
+  TrainerConfig,
   accelerators,
   create_optimizer,
   updates,
@@ -81,10 +83,10 @@ def test_the_engine_reads_whether_this_process_has_onednn(monkeypatch):
   monkeypatch.setattr(accelerators, "cpu_flags", lambda: AMX)
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
-  assert "TF_ENABLE_ONEDNN_OPTS=0" in EngineConfig(dtype="bfloat16").accelerator_choice(
+  assert "TF_ENABLE_ONEDNN_OPTS=0" in RuntimeConfig(dtype="bfloat16").accelerator_choice(
       strategy).warning
   monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
-  assert EngineConfig(dtype="bfloat16").accelerator_choice(strategy).warning is None
+  assert RuntimeConfig(dtype="bfloat16").accelerator_choice(strategy).warning is None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -123,11 +125,11 @@ def test_cpu_flags_are_read_from_the_flags_line(tmp_path):
 
 
 def test_engine_setup_applies_and_logs_the_choice():
-  config = EngineConfig(dtype="bfloat16")
+  config = RuntimeConfig(dtype="bfloat16")
   strategy = config.setup()
   assert config.accelerator_choice(strategy).kernels == "cpu_onednn"
   assert config.accelerator_choice(strategy).enable_xla is False
-  assert EngineConfig(dtype="float32").accelerator_choice(strategy).kernels == "cpu_xla"
+  assert RuntimeConfig(dtype="float32").accelerator_choice(strategy).kernels == "cpu_xla"
 
 
 # === The cpu_onednn forms ===
@@ -627,7 +629,7 @@ def test_one_bfloat16_training_step_follows_float32(task):
 
 
 def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
-  engine = EngineConfig(dtype="bfloat16", steps_per_loop=10, log_steps=10, seed=0)
+  engine = RuntimeConfig(dtype="bfloat16", seed=0)
   strategy = engine.setup()
   assert not engine.accelerator_choice(strategy).enable_xla
   features, labels = _features(batch=8)
@@ -637,7 +639,8 @@ def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
                            kernels=engine.accelerator_choice(strategy).kernels)
     optimizer = create_optimizer("adamw", 3e-3, 30, 0, dtype="bfloat16")
   trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
-                    model_dir=str(tmp_path), config=engine)
+                    model_dir=str(tmp_path), config=TrainerConfig(steps_per_loop=10, log_steps=10),
+                    runtime=engine)
   def dataset_fn(_):
     return tf.data.Dataset.from_tensors((features, labels)).repeat()
   first = trainer.train(dataset_fn, 10)["loss"]
@@ -650,8 +653,7 @@ def test_trainer_trains_a_tiny_classifier_in_bfloat16_without_xla(tmp_path):
 def _trained_weights(tmp_path, compile_update):
   """A tiny float32 classifier's weights after 3 steps without XLA for the step, its update
   compiled apart by XLA or not."""
-  engine = EngineConfig(enable_xla=False, kernels="stock", steps_per_loop=3, log_steps=3, seed=0,
-                        clip_norm=0.05)
+  engine = RuntimeConfig(enable_xla=False, kernels="stock", seed=0)
   strategy = engine.setup()
   choice = engine.accelerator_choice(strategy)
   assert choice.compile_update  # the engine's choice for a CPU step without XLA
@@ -661,10 +663,12 @@ def _trained_weights(tmp_path, compile_update):
   with strategy.scope():
     model = BertClassifier(CONFIG, num_classes=3, kernels=choice.kernels)
     optimizer = create_optimizer("adamw", 1e-2, 30, 1)
-  with mock.patch.object(EngineConfig, "accelerator_choice", return_value=dataclasses.replace(
+  with mock.patch.object(RuntimeConfig, "accelerator_choice", return_value=dataclasses.replace(
       choice, compile_update=compile_update)):
     trainer = Trainer(model, classification_loss(False), optimizer, strategy=strategy,
-                      model_dir=str(tmp_path), config=engine)
+                      model_dir=str(tmp_path), runtime=engine, config=TrainerConfig(
+                          steps_per_loop=3, log_steps=3,
+                          optimizer=OptimizerConfig(clip_norm=0.05)))
   logs = trainer.train(lambda _: tf.data.Dataset.from_tensors((features, labels)).repeat(), 3)
   # The update is one XLA program of its own when asked, else part of the step's graph.
   assert type(trainer._update) is (updates.CompiledUpdate if compile_update else updates.Update)

@@ -13,7 +13,7 @@ from official_bert.models.losses import pretraining_losses
 from official_bert.ops import cpu_xla, stock
 from official_bert.ops.cpu_xla import label_logits, random_words
 from official_bert.tasks.pretraining import pretraining_metrics
-from official_bert.training import EngineConfig
+from official_bert.training import RuntimeConfig
 
 from testing import tiny_bert_config
 
@@ -38,12 +38,12 @@ def test_auto_follows_the_device_and_the_engine_hands_its_choice_to_the_models()
   assert ops.kernels() is ops.kernels("auto") is cpu_xla  # this machine has no GPU
   assert ops.kernels(stock) is stock and ops.choice_name(stock) == "stock"
   with pytest.raises(ValueError, match="kernels must be one of auto, stock, cpu_xla"):
-    EngineConfig(kernels="fast")
+    RuntimeConfig(kernels="fast")
   with pytest.raises(ValueError, match="kernels must be one of auto, stock, cpu_xla"):
     Dropout(0.5, kernels="fast")
-  engine = EngineConfig(kernels="stock")
+  engine = RuntimeConfig(kernels="stock")
   assert engine.accelerator_choice(engine.setup()).kernels == "stock"
-  engine = EngineConfig(enable_xla=False)  # auto, on this machine's CPU without XLA
+  engine = RuntimeConfig(enable_xla=False)  # auto, on this machine's CPU without XLA
   assert engine.accelerator_choice(engine.setup()).kernels == "cpu_onednn"
   # Setting up an engine leaves the kernels of new models alone.
   assert BertPretrainer(tiny_bert_config(30, hidden_size=16)).kernels == "auto"

@@ -10,9 +10,8 @@ import tensorflow as tf
 from official_bert.layers.activations import gelu_tanh
 from official_bert.layers.transformer_block import TransformerBlock
 from official_bert.ops import bfloat16_elementwise, cpu_onednn, cpu_xla, native, stock
-from official_bert.training import EngineConfig
 
-from testing import fixed_pretraining_batch, make_trainer, tiny_bert_config
+from testing import engine_configs, fixed_pretraining_batch, make_trainer, tiny_bert_config
 
 
 @pytest.fixture
@@ -207,7 +206,7 @@ CONFIG = tiny_bert_config(60, hidden_size=32, max_position_embeddings=32, dropou
 def _trained(model_dir, fused, monkeypatch):
   monkeypatch.setenv(bfloat16_elementwise.ENABLE_VARIABLE, "1" if fused else "0")
   keras.utils.set_random_seed(0)  # the same initial weights and dropout seeds for both
-  trainer = make_trainer(model_dir, CONFIG, EngineConfig(
+  trainer = make_trainer(model_dir, CONFIG, engine_configs(
       dtype="bfloat16", enable_xla=False, kernels="cpu_onednn", steps_per_loop=1, log_steps=1,
       seed=0), learning_rate=1e-3, num_steps=30)
   before = [v.numpy() for v in trainer.model.trainable_variables]

@@ -12,7 +12,7 @@ import tensorflow as tf
 from official_bert import BertConfig, BertPretrainer
 from official_bert.models.losses import pretraining_losses
 from official_bert.ops import weight_copies
-from official_bert.training import EngineConfig, Trainer, create_optimizer, updates
+from official_bert.training import RuntimeConfig, Trainer, TrainerConfig, create_optimizer, updates
 
 from testing import fixed_pretraining_batch
 
@@ -75,16 +75,17 @@ def test_gradients_through_copies_and_direct_reads_combine_into_the_casts_gradie
 # === A bfloat16 training step that reads the copies ===
 
 def _trainer(model_dir):
-  engine = EngineConfig(dtype="bfloat16", steps_per_loop=3, log_steps=3, seed=0)
-  strategy = engine.setup()
+  runtime = RuntimeConfig(dtype="bfloat16", seed=0)
+  strategy = runtime.setup()
   keras.utils.set_random_seed(0)
-  kernels = engine.accelerator_choice(strategy).kernels
+  kernels = runtime.accelerator_choice(strategy).kernels
   with strategy.scope():
     model = BertPretrainer(CONFIG, kernels=kernels)
     optimizer = create_optimizer("adamw", 1e-2, 30, 0, dtype="bfloat16")
   trainer = Trainer(model, functools.partial(pretraining_losses, kernels=kernels), optimizer,
                     strategy=strategy,
-                    model_dir=str(model_dir), config=engine)
+                    model_dir=str(model_dir), config=TrainerConfig(steps_per_loop=3, log_steps=3),
+                    runtime=runtime)
   return trainer
 
 

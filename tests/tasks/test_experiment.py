@@ -1,19 +1,32 @@
-"""The one config tree of a run: JSON round trip, flags -> tree, fingerprint from the tree, and the
-written `experiment_config.json` that reproduces its run."""
+"""The one config tree of a run: JSON round trip, flags -> tree, fingerprint from the tree, the
+written `experiment_config.json` that reproduces its run, and the files and output folders of
+earlier versions."""
 
+import dataclasses
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 from official_bert import BertConfig
 from official_bert.common.errors import UserError
 from official_bert.data import synthetic
 from official_bert.tasks import base, driver, experiment, output_folder
-from official_bert.training import EngineConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
-from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  TESTS,
+  read_eval_results,
+  tiny_bert_config,
+  write_vocab,
+)
 
 MODEL = tiny_bert_config(60, num_hidden_layers=1, max_position_embeddings=32)
 TASKS = [
@@ -34,15 +47,55 @@ TASKS = [
 def test_every_task_kind_goes_through_json_and_back_unchanged(task, tmp_path):
   config = experiment.ExperimentConfig(
       task=task, model=MODEL, output_dir=str(tmp_path), init_checkpoint="bert_model.ckpt",
-      trainer=experiment.TrainerConfig(train_batch_size=12, learning_rate=3e-5,
-                                       num_train_steps=7),
-      runtime=EngineConfig(dtype="bfloat16", seed=3, optimizer_type="lamb"))
+      trainer=TrainerConfig(train_batch_size=12, num_train_steps=7, steps_per_loop=3,
+                            optimizer=OptimizerConfig(type="lamb", learning_rate=3e-5,
+                                                      beta_2=0.98)),
+      runtime=RuntimeConfig(dtype="bfloat16", seed=3))
   path = config.write()
   assert path == str(tmp_path / experiment.CONFIG_NAME)
   assert json.loads((tmp_path / experiment.CONFIG_NAME).read_text())["task"]["kind"] == task.kind
   assert experiment.ExperimentConfig.read(path) == config
   assert experiment.ExperimentConfig.read(tmp_path) == config
   assert type(experiment.ExperimentConfig.read(path).task) is type(task)
+
+
+def test_experiment_config_needs_an_output_dir():
+  with pytest.raises(ValueError, match="output_dir"):
+    experiment.ExperimentConfig(output_dir="")
+
+
+# The trainer and runtime of an experiment_config.json that the package wrote before #42, when the
+# learning rate and warmup were the trainer's and the loop and optimizer flags the runtime's.
+_EARLIER_TRAINER = {"train_batch_size": 16, "eval_batch_size": 8, "predict_batch_size": 8,
+                    "learning_rate": 2e-05, "num_train_epochs": 2.0, "warmup_proportion": 0.2,
+                    "num_train_steps": None, "num_warmup_steps": None}
+_EARLIER_RUNTIME = {"distribution_strategy": "one_device", "num_gpus": 0, "tpu": None,
+                    "tpu_zone": None, "gcp_project": None, "dtype": "bfloat16",
+                    "enable_xla": False, "kernels": "auto", "steps_per_loop": 50,
+                    "gradient_accumulation_steps": 2, "log_steps": 25,
+                    "save_checkpoints_steps": 100, "keep_checkpoint_max": 3,
+                    "optimizer_type": "lamb", "weight_decay": 0.0, "clip_norm": None,
+                    "deterministic": True, "seed": 4}
+
+
+def test_a_config_file_of_the_earlier_layout_reads_into_the_same_settings(tmp_path):
+  values = dict(experiment.ExperimentConfig(task=experiment.SquadConfig(), output_dir="out",
+                                            model=MODEL).to_dict(),
+                trainer=_EARLIER_TRAINER, runtime=_EARLIER_RUNTIME)
+  path = tmp_path / experiment.CONFIG_NAME
+  path.write_text(json.dumps(values))
+  config = experiment.ExperimentConfig.read(path)
+  assert config.trainer == TrainerConfig(
+      train_batch_size=16, num_train_epochs=2.0, steps_per_loop=50, gradient_accumulation_steps=2,
+      log_steps=25, save_checkpoints_steps=100, keep_checkpoint_max=3,
+      optimizer=OptimizerConfig(type="lamb", learning_rate=2e-5, warmup_proportion=0.2,
+                                weight_decay=0.0, clip_norm=None))
+  assert config.runtime == RuntimeConfig(dtype="bfloat16", enable_xla=False, deterministic=True,
+                                         seed=4)
+  assert config.task == experiment.SquadConfig() and config.model == MODEL
+  # Written again, it is in this version's layout, which reads back unchanged.
+  assert experiment.upgrade(config.to_dict()) == config.to_dict()
+  assert experiment.ExperimentConfig.read(config.write(str(tmp_path / "again"))) == config
 
 
 def test_a_bad_config_file_names_the_file_and_what_is_wrong(tmp_path):
@@ -62,13 +115,14 @@ def test_a_bad_config_file_names_the_file_and_what_is_wrong(tmp_path):
 def test_the_fingerprint_comes_from_the_marked_fields_of_the_tree(tmp_path):
   pretraining = experiment.ExperimentConfig(
       task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
-      trainer=experiment.TrainerConfig(num_train_steps=10, num_warmup_steps=1))
+      trainer=TrainerConfig(num_train_steps=10, optimizer=OptimizerConfig(num_warmup_steps=1)))
   parts = experiment.fingerprint(pretraining)
   # The same command with more steps trains further: the step counts are not in it.
   longer = experiment.ExperimentConfig(
       task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
-      trainer=experiment.TrainerConfig(num_train_steps=1000, num_warmup_steps=100,
-                                       eval_batch_size=99))
+      trainer=TrainerConfig(num_train_steps=1000, eval_batch_size=99, steps_per_loop=7,
+                            optimizer=OptimizerConfig(num_warmup_steps=100, clip_norm=None)),
+      runtime=RuntimeConfig(dtype="bfloat16", seed=5))
   assert experiment.fingerprint(longer) == parts
   assert parts["model"] == {"bert_config": MODEL.to_dict(), "do_lower_case": None,
                             "max_seq_length": 128, "max_predictions_per_seq": 20}
@@ -80,10 +134,12 @@ def test_the_fingerprint_comes_from_the_marked_fields_of_the_tree(tmp_path):
   assert dynamic["training"]["masked_lm_prob"] == 0.2
   faster = experiment.ExperimentConfig(
       task=experiment.PretrainingConfig(), model=MODEL, output_dir=str(tmp_path),
-      trainer=experiment.TrainerConfig(learning_rate=1e-3),
-      runtime=EngineConfig(weight_decay=0.0))
+      trainer=TrainerConfig(optimizer=OptimizerConfig(learning_rate=1e-3, weight_decay=0.0,
+                                                      type="lamb", beta_1=0.8)))
   assert output_folder.differences(parts, experiment.fingerprint(faster), ["training"]) == [
+      "training.beta_1: None then, 0.8 now",
       "training.learning_rate: 5e-05 then, 0.001 now",
+      "training.optimizer_type: 'adamw' then, 'lamb' now",
       "training.weight_decay: 0.01 then, 0.0 now"]
   squad = experiment.fingerprint(experiment.ExperimentConfig(
       task=experiment.SquadConfig(doc_stride=64, max_answer_length=10), model=MODEL,
@@ -112,8 +168,9 @@ def test_the_written_config_reproduces_the_run_and_its_fingerprint_keeps_its_sto
       task=experiment.ClassificationConfig(vocab_file=str(vocab), task_name="SST-2",
                                            data_dir=str(data), max_seq_length=16),
       model=model, output_dir=str(tmp_path / "out"),
-      trainer=experiment.TrainerConfig(train_batch_size=8, num_train_epochs=1.0),
-      runtime=EngineConfig(enable_xla=False, seed=0, steps_per_loop=2, log_steps=2))
+      trainer=TrainerConfig(train_batch_size=8, num_train_epochs=1.0, steps_per_loop=2,
+                            log_steps=2),
+      runtime=RuntimeConfig(enable_xla=False, seed=0))
   first = driver.run_experiment(config, base.Modes(train=True, eval=True))
   written = experiment.ExperimentConfig.read(tmp_path / "out")
   assert written == config
@@ -150,7 +207,7 @@ def test_a_task_and_a_config_that_disagree_are_refused(tmp_path):
       model=model, output_dir=str(tmp_path / "out")))
   with pytest.raises(ValueError, match="The config's task .* is not the task's"):
     driver.run(other, config, base.Modes(eval=True))
-  assert driver.build_task(config).config() == task
+  assert driver.build_task(config).config == task
   assert not (tmp_path / "out").exists()
 
 
@@ -183,9 +240,46 @@ def test_the_flags_of_a_tool_map_onto_the_tree(tmp_path):
   assert config == experiment.ExperimentConfig(
       task=experiment.SquadConfig(vocab_file="vocab.txt", train_file="train-v1.1.json",
                                   doc_stride=64),
-      trainer=experiment.TrainerConfig(train_batch_size=12, learning_rate=3e-5,
-                                       num_train_epochs=2.0),
-      runtime=EngineConfig(distribution_strategy="tpu", tpu="grpc://1.2.3.4:8470",
-                           dtype="bfloat16", seed=7, save_checkpoints_steps=50),
+      trainer=TrainerConfig(train_batch_size=12, num_train_epochs=2.0, save_checkpoints_steps=50,
+                            optimizer=OptimizerConfig(learning_rate=3e-5)),
+      runtime=RuntimeConfig(distribution_strategy="tpu", tpu="grpc://1.2.3.4:8470",
+                            dtype="bfloat16", seed=7),
       model=MODEL, output_dir=f"{tmp_path}/out", init_checkpoint="bert_model.ckpt")
   assert config.task.max_seq_length == 384  # run_squad.py's default, as the original's
+
+
+# An output folder that run_classifier.py wrote before #42 (the package at f05cabd; see its
+# README.md), left as a run killed after its step-2 checkpoint of 4 leaves it.
+EARLIER_RUN = TESTS / "tasks" / "testdata" / "classifier_run_before_42"
+
+
+@pytest.mark.slow
+def test_an_output_folder_of_the_earlier_layout_resumes_with_the_same_command(tmp_path):
+  shutil.copytree(EARLIER_RUN, tmp_path / "run")
+  inputs, output = tmp_path / "run" / "inputs", tmp_path / "run" / "output"
+  earlier = experiment.ExperimentConfig.read(output)
+  assert earlier.trainer == TrainerConfig(
+      train_batch_size=8, num_train_epochs=1.0, steps_per_loop=2, log_steps=2,
+      save_checkpoints_steps=2, keep_checkpoint_max=2,
+      optimizer=OptimizerConfig(learning_rate=1e-3, warmup_proportion=0.25, weight_decay=0.02,
+                                clip_norm=0.5))
+  assert earlier.runtime == RuntimeConfig(enable_xla=False, seed=0)
+  assert earlier.task.task_name == "SST-2" and earlier.task.max_seq_length == 16
+  recorded = json.loads((output / output_folder.FINGERPRINT_NAME).read_text())
+
+  flags = json.loads((tmp_path / "run" / "flags.json").read_text())
+  result = subprocess.run(
+      [sys.executable, str(REPOSITORY / "run_classifier.py"),
+       *(flag.format(inputs=inputs, output=output) for flag in flags)],
+      capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert result.returncode == 0, result.stderr[-5000:]
+  # It continued the checkpoint at step 2 (the fingerprint matched), to the last step, 4.
+  assert re.search(r"Restored \S*ckpt-2 \(step 2\)", result.stderr), result.stderr[-5000:]
+  assert tf.train.latest_checkpoint(str(output)).endswith("ckpt-4")
+  assert read_eval_results(output / "eval_results.txt")["global_step"] == 4
+  assert json.loads((output / output_folder.FINGERPRINT_NAME).read_text()) == recorded
+  # The config it wrote, in this version's layout, holds the same settings.
+  assert experiment.ExperimentConfig.read(output) == dataclasses.replace(
+      earlier, output_dir=str(output), task=dataclasses.replace(
+          earlier.task, data_dir=str(inputs / "data"), vocab_file=str(inputs / "vocab.txt")))

@@ -17,20 +17,18 @@ from official_bert.checkpoints import save_tf1_checkpoint
 from official_bert.data import synthetic
 from official_bert.data.classifier_data import DataError
 from official_bert.tasks import classification
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ClassificationConfig, ExperimentConfig
 
 from testing import (
   REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
+  engine_configs,
   file_uri,
   run_task,
   shared_data,
   tiny_bert_config,
 )
-
-ENGINE = EngineConfig(enable_xla=False, seed=0, steps_per_loop=50, log_steps=50)
 
 
 def _model_files(directory, words, hidden=64):
@@ -51,12 +49,13 @@ def _write(path, lines):
 
 
 def _config(output_dir, **kwargs):
-  trainer = dict(train_batch_size=16, eval_batch_size=32, predict_batch_size=32,
-                 learning_rate=5e-4, num_train_epochs=6.0)
-  trainer.update({name: kwargs.pop(name) for name in list(kwargs)
-                  if name in TrainerConfig.__dataclass_fields__})
-  return ExperimentConfig(output_dir=str(output_dir), runtime=kwargs.pop("engine", ENGINE),
-                          trainer=TrainerConfig(**trainer), **kwargs)
+  """The tests' config: the engine's settings among `kwargs` change the defaults."""
+  settings = dict(train_batch_size=16, eval_batch_size=32, predict_batch_size=32,
+                  learning_rate=5e-4, num_train_epochs=6.0, enable_xla=False, seed=0,
+                  steps_per_loop=50, log_steps=50)
+  settings.update({name: kwargs.pop(name) for name in list(kwargs)
+                   if name not in ExperimentConfig.__dataclass_fields__})
+  return ExperimentConfig(output_dir=str(output_dir), **engine_configs(**settings), **kwargs)
 
 
 def _run_classifier(**kwargs):
@@ -301,8 +300,9 @@ def test_bytes_that_are_not_utf8_are_counted_in_the_summary(tmp_path):
   run = _bad_data_task(tmp_path)
   (tmp_path / "data" / "train.tsv").write_bytes(b"sentence\tlabel\ngood \xff\xfefood\t1\n")
   task = classification.ClassificationTask(
-      bert_config=BertConfig.from_json_file(run["bert_config_file"]), vocab_file=run["vocab_file"],
-      task_name="SST-2", data_dir=run["data_dir"])
+      ClassificationConfig(vocab_file=run["vocab_file"], task_name="SST-2",
+                           data_dir=run["data_dir"]),
+      BertConfig.from_json_file(run["bert_config_file"]))
   assert task._read("train")[0].text_a == "good food"
   assert task.summary == ["train: 1 examples, 0 malformed row(s) skipped, 2 byte(s) that are not "
                           "UTF-8 dropped (as the original did)"]

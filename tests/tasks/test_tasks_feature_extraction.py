@@ -14,7 +14,7 @@ from official_bert.checkpoints import check_init_checkpoint
 from official_bert.data import text_lines
 from official_bert.tasks import driver, feature_extraction
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import ExperimentConfig, FeatureExtractionConfig, TrainerConfig
 
 from testing import (
   REPOSITORY,
@@ -54,8 +54,8 @@ def input_file(tmp_path):
 def _extract(input_file, output_file, init_checkpoint, batch_size=32, export_dir=None,
              **task_args):
   """Runs the task as extract_features.py does (output_dir: the output file's folder)."""
-  task = feature_extraction.FeatureExtractionTask(input_file=str(input_file),
-                                                  output_file=str(output_file), **task_args)
+  task = feature_extraction.FeatureExtractionTask(FeatureExtractionConfig(
+      input_file=str(input_file), output_file=str(output_file), **task_args))
   driver.run(task, ExperimentConfig(output_dir=os.path.dirname(str(output_file)),
                                     init_checkpoint=init_checkpoint, export_dir=export_dir,
                                     trainer=TrainerConfig(predict_batch_size=batch_size)),
@@ -174,9 +174,9 @@ def test_bad_input_is_named(checkpoint, tmp_path):
   with pytest.raises(ValueError, match="needs init_checkpoint"):
     _extract(good, output, None)
   with pytest.raises(ValueError, match="cannot train"):
-    feature_extraction.FeatureExtractionTask(input_file=str(good), output_file=str(output)
-                                             ).validate(Modes(train=True, predict=True),
-                                                        check_init_checkpoint(ckpt))
+    feature_extraction.FeatureExtractionTask(FeatureExtractionConfig(
+        input_file=str(good), output_file=str(output))).validate(Modes(train=True, predict=True),
+                                                                 check_init_checkpoint(ckpt))
   taken = tmp_path / "taken_export"
   taken.mkdir()
   (taken / "saved_model.pb").write_text("")

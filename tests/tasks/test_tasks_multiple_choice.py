@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from official_bert.tasks import multiple_choice
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ExperimentConfig
 
 from testing import (
   REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
+  engine_configs,
   file_uri,
   run_task,
   shared_data,
@@ -54,12 +54,12 @@ def _write_swag_csv(path, num_examples, rng, labelled=True):
 
 
 def _config(output_dir, **kwargs):
-  engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
-  trainer = dict(train_batch_size=16, eval_batch_size=32, predict_batch_size=32)
-  trainer.update({name: kwargs.pop(name) for name in list(kwargs)
-                  if name in TrainerConfig.__dataclass_fields__})
-  return ExperimentConfig(output_dir=str(output_dir), runtime=engine,
-                          trainer=TrainerConfig(**trainer), **kwargs)
+  """The tests' config: the engine's settings among `kwargs` change the defaults."""
+  settings = dict(train_batch_size=16, eval_batch_size=32, predict_batch_size=32,
+                  enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
+  settings.update({name: kwargs.pop(name) for name in list(kwargs)
+                   if name not in ExperimentConfig.__dataclass_fields__})
+  return ExperimentConfig(output_dir=str(output_dir), **engine_configs(**settings), **kwargs)
 
 
 def _run_swag(**kwargs):

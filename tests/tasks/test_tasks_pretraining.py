@@ -14,13 +14,13 @@ from official_bert.checkpoints import load_encoder
 from official_bert.cli import engine_flags
 from official_bert.tasks import driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import ExperimentConfig, PretrainingConfig
 from official_bert.tasks.pretraining import PretrainingTask
-from official_bert.training import EngineConfig
 
 from testing import (
   REPOSITORY,
   assert_no_scheme_folders,
+  engine_configs,
   file_uri,
   make_records,
   read_eval_results,
@@ -83,13 +83,15 @@ def test_engine_and_tpu_flags_map_to_the_engine_config():
   engine_flags.define_tpu_flags(values)
   values(["prog", "--iterations_per_loop=7", "--dtype=bfloat16", "--use_tpu=True",
           "--tpu_name=my-tpu", "--tpu_zone=us-central1-b", "--clip_norm=0"])
-  config = engine_flags.engine_config_from_flags(values, save_checkpoints_steps=50)
-  assert config.steps_per_loop == 7 and config.dtype == "bfloat16"
-  assert (config.distribution_strategy, config.tpu, config.tpu_zone) == ("tpu", "my-tpu",
-                                                                         "us-central1-b")
-  assert config.save_checkpoints_steps == 50 and config.clip_norm is None
-  assert config.enable_xla is None and config.optimizer_type == "adamw"
-  assert config.weight_decay == 0.01
+  runtime = engine_flags.runtime_config_from_flags(values)
+  trainer = engine_flags.trainer_config_from_flags(values, save_checkpoints_steps=50,
+                                                   optimizer={"learning_rate": 1e-4})
+  assert trainer.steps_per_loop == 7 and runtime.dtype == "bfloat16"
+  assert (runtime.distribution_strategy, runtime.tpu, runtime.tpu_zone) == ("tpu", "my-tpu",
+                                                                            "us-central1-b")
+  assert trainer.save_checkpoints_steps == 50 and trainer.optimizer.clip_norm is None
+  assert runtime.enable_xla is None and trainer.optimizer.type == "adamw"
+  assert trainer.optimizer.weight_decay == 0.01 and trainer.optimizer.learning_rate == 1e-4
 
 
 def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
@@ -97,14 +99,13 @@ def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   records = write_full_records(str(tmp_path / "records.tfrecord"), 32, vocab_size=15,
                                seq_length=16)
   task = PretrainingTask(
-      bert_config=BertConfig.from_json_file(original_dir / "bert_config.json"),
-      input_file=records, vocab_file=str(original_dir / "vocab.txt"), max_seq_length=16,
-      max_predictions_per_seq=5)
+      PretrainingConfig(input_file=records, vocab_file=str(original_dir / "vocab.txt"),
+                        max_seq_length=16, max_predictions_per_seq=5),
+      BertConfig.from_json_file(original_dir / "bert_config.json"))
   config = ExperimentConfig(
       output_dir=str(tmp_path / "out"), init_checkpoint=str(original_dir / "bert_model.ckpt"),
-      trainer=TrainerConfig(train_batch_size=8, learning_rate=1e-5, num_train_steps=2,
-                            num_warmup_steps=0),
-      runtime=EngineConfig(enable_xla=False, steps_per_loop=1, log_steps=1))
+      **engine_configs(train_batch_size=8, learning_rate=1e-5, num_train_steps=2,
+                       num_warmup_steps=0, enable_xla=False, steps_per_loop=1, log_steps=1))
   results = driver.run(task, config, Modes(train=True, eval=True))
   assert results["global_step"] == 2 and np.isfinite(results["masked_lm_loss"])
   original = load_encoder(str(original_dir / "bert_model.ckpt"))

@@ -20,14 +20,14 @@ from official_bert.data.squad import SquadFormatError
 from official_bert.evaluation.squad_evaluate import normalize_answer
 from official_bert.evaluation.squad_postprocessing import NO_SPAN_SCORE_DIFF
 from official_bert.tasks import question_answering
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.experiment import ExperimentConfig
 from official_bert.tokenization import BasicTokenizer
-from official_bert.training import EngineConfig
 
 from testing import (
   REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
+  engine_configs,
   file_uri,
   read_eval_results,
   run_task,
@@ -35,7 +35,6 @@ from testing import (
   tiny_bert_config,
 )
 
-ENGINE = EngineConfig(enable_xla=False, seed=1, steps_per_loop=100, log_steps=100)
 FIRST = ("Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas",
          "Kofi", "Lena", "Marco", "Nadia", "Oscar", "Petra", "Rosa", "Sven", "Tara", "Umar")
 LAST = ("Smith", "Kowalski", "Tanaka", "Okafor", "Berg", "Silva", "Novak", "Haddad", "Larsen",
@@ -115,11 +114,12 @@ def _model_files(directory, data_sets=(), vocab_file=None, max_position_embeddin
 def _run(model, output_dir, *, epochs=None, **kwargs):
   """`SquadTask` through the driver with the tiny model; it trains when `epochs` is given.
   Returns the scores of `eval_results.txt` (empty when the run scored nothing)."""
-  config = ExperimentConfig(output_dir=str(output_dir), runtime=ENGINE,
+  config = ExperimentConfig(output_dir=str(output_dir),
                             export_dir=kwargs.pop("export_dir", None),
-                            trainer=TrainerConfig(train_batch_size=16, predict_batch_size=32,
-                                                  learning_rate=1e-3,
-                                                  num_train_epochs=epochs or 1.0))
+                            **engine_configs(train_batch_size=16, predict_batch_size=32,
+                                             learning_rate=1e-3, num_train_epochs=epochs or 1.0,
+                                             enable_xla=False, seed=1, steps_per_loop=100,
+                                             log_steps=100))
   values = dict(max_seq_length=64, doc_stride=32, max_query_length=24, do_predict=True,
                 do_train=epochs is not None)
   values.update(kwargs)

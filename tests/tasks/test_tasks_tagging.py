@@ -9,12 +9,12 @@ import pytest
 
 from official_bert.data import conll
 from official_bert.tasks import tagging
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ExperimentConfig
 
 from testing import (
   REPOSITORY,
   assert_no_scheme_folders,
+  engine_configs,
   file_uri,
   read_eval_results,
   run_task,
@@ -72,12 +72,12 @@ def _write_data(folder, rng, num_train=320):
 
 
 def _config(output_dir, **kwargs):
-  engine = EngineConfig(enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
-  trainer = dict(train_batch_size=16, eval_batch_size=64, predict_batch_size=64)
-  trainer.update({name: kwargs.pop(name) for name in list(kwargs)
-                  if name in TrainerConfig.__dataclass_fields__})
-  return ExperimentConfig(output_dir=str(output_dir), runtime=engine,
-                          trainer=TrainerConfig(**trainer), **kwargs)
+  """The tests' config: the engine's settings among `kwargs` change the defaults."""
+  settings = dict(train_batch_size=16, eval_batch_size=64, predict_batch_size=64,
+                  enable_xla=False, steps_per_loop=50, log_steps=50, seed=0)
+  settings.update({name: kwargs.pop(name) for name in list(kwargs)
+                   if name not in ExperimentConfig.__dataclass_fields__})
+  return ExperimentConfig(output_dir=str(output_dir), **engine_configs(**settings), **kwargs)
 
 
 def _run_ner(*, config, **kwargs):

@@ -8,10 +8,10 @@ import pytest
 import tensorflow as tf
 
 from official_bert.ops import adam_update, native
-from official_bert.training import EngineConfig, fused_update, updates
+from official_bert.training import fused_update, updates
 from official_bert.training.adam_weight_decay import AdamWeightDecay
 
-from testing import fixed_pretraining_batch, make_trainer, tiny_bert_config
+from testing import engine_configs, fixed_pretraining_batch, make_trainer, tiny_bert_config
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ def test_the_kernel_can_be_turned_off(monkeypatch):
 def _trained(model_dir, fused, monkeypatch, clip_norm=1.0):
   monkeypatch.setenv(adam_update.ENABLE_VARIABLE, "1" if fused else "0")
   keras.utils.set_random_seed(0)  # the same initial weights for both
-  trainer = make_trainer(model_dir, CONFIG, EngineConfig(
+  trainer = make_trainer(model_dir, CONFIG, engine_configs(
       dtype="bfloat16", steps_per_loop=1, log_steps=1, seed=0, clip_norm=clip_norm),
       learning_rate=1e-2, num_steps=30)
   before = [v.numpy() for v in trainer.model.trainable_variables]

@@ -170,8 +170,9 @@ def test_accumulating_micro_batches_equals_one_large_batch(tmp_path):
 
 def test_a_batch_that_does_not_split_into_micro_batches_is_an_error(tmp_path, records):
   files, vocab_size = records
+  # The config's batch splits (the config refuses one that does not); the dataset's does not.
   trainer = make_trainer(tmp_path, tiny_pretraining_config(vocab_size),
-                         tiny_engine(gradient_accumulation_steps=3))
+                         tiny_engine(gradient_accumulation_steps=3, train_batch_size=9))
   with pytest.raises(ValueError, match="does not split into gradient_accumulation_steps=3"):
     trainer.train(pretraining_dataset_fn(files, 8), 2)
 
