@@ -35,8 +35,8 @@ from results import recorded
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import classification, driver
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ClassificationConfig, ExperimentConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 GLUE = REPO.parent / "shared" / "data" / "glue"
@@ -86,8 +86,9 @@ def fine_tune(task, data_dir, output_dir, max_seq_length, trainer, runtime, mode
   model = minilm_dir()
   return driver.run(
       classification.ClassificationTask(
-          bert_config=read_hf_config(model), vocab_file=str(model / "vocab.txt"),
-          task_name=task, data_dir=str(data_dir), max_seq_length=max_seq_length),
+          ClassificationConfig(vocab_file=str(model / "vocab.txt"), task_name=task,
+                               data_dir=str(data_dir), max_seq_length=max_seq_length),
+          read_hf_config(model)),
       ExperimentConfig(output_dir=str(output_dir), init_checkpoint=str(model), trainer=trainer,
                        runtime=runtime),
       modes)
@@ -135,9 +136,10 @@ def main():
       results = fine_tune(
           task, data_dir, work / f"{task}_{optimizer}_{dtype}_output", max_seq_length,
           TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
-                        learning_rate=args.learning_rate, num_train_epochs=args.num_train_epochs),
-          EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
-                       steps_per_loop=25, optimizer_type=optimizer, dtype=dtype),
+                        num_train_epochs=args.num_train_epochs, log_steps=25, steps_per_loop=25,
+                        optimizer=OptimizerConfig(type=optimizer,
+                                                  learning_rate=args.learning_rate)),
+          RuntimeConfig(enable_xla=args.enable_xla, seed=args.seed, dtype=dtype),
           Modes(train=True, eval=True))
       wall = time.perf_counter() - start
       metrics = "  ".join(f"{name[5:]} {100 * value:.1f}" for name, value in sorted(results.items())

@@ -44,7 +44,7 @@ from throughput import (
 from official_bert.models import BertSpanLabeler
 from official_bert.networks import BertEncoder
 from official_bert.tasks.question_answering import span_loss
-from official_bert.training import EngineConfig, Trainer, create_optimizer
+from official_bert.training import RuntimeConfig, Trainer, TrainerConfig, create_optimizer
 
 flags.DEFINE_list("configs", ["base", "large"], "Models to time: tiny, base, large.")
 flags.DEFINE_enum("dtype", "bfloat16", ["bfloat16", "float16", "float32"], "Compute dtype.")
@@ -67,8 +67,7 @@ class SquadFineTuning:
 
   def __init__(self, layers, hidden, batch, steps, seq, dtype, kernels, num_gpus):
     self.steps, self.step = steps, steps
-    engine = EngineConfig(kernels=kernels, steps_per_loop=steps, log_steps=steps,
-                          save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
+    engine = RuntimeConfig(kernels=kernels, dtype=dtype, num_gpus=num_gpus)
     strategy = engine.setup()
     with strategy.scope():
       model = BertSpanLabeler(bert_config(layers, hidden),
@@ -76,7 +75,9 @@ class SquadFineTuning:
       optimizer = create_optimizer("adamw", 3e-5, 10**6, 10, dtype=dtype)
     self.model_dir = tempfile.TemporaryDirectory(prefix="squad-throughput-")
     self.trainer = Trainer(model, span_loss, optimizer, strategy=strategy,
-                           model_dir=self.model_dir.name, config=engine)
+                           model_dir=self.model_dir.name, runtime=engine,
+                           config=TrainerConfig(steps_per_loop=steps, log_steps=steps,
+                                                save_checkpoints_steps=10**9))
     features, _ = random_batch(batch, seq, 1)
     features = {name: features[name] for name in ("input_word_ids", "input_mask",
                                                   "input_type_ids")}
@@ -95,7 +96,7 @@ class Inference:
   """The encoder's forward pass, compiled by XLA, `steps` batches per timed window."""
 
   def __init__(self, layers, hidden, batch, steps, seq, dtype, kernels, num_gpus):
-    engine = EngineConfig(kernels=kernels, dtype=dtype, num_gpus=num_gpus)
+    engine = RuntimeConfig(kernels=kernels, dtype=dtype, num_gpus=num_gpus)
     self.encoder = BertEncoder(bert_config(layers, hidden),
                                kernels=engine.accelerator_choice(engine.setup()).kernels)
     features, _ = random_batch(batch, seq, 1)

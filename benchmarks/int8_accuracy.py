@@ -28,8 +28,7 @@ import tensorflow as tf
 from official_bert.export import export_model_dir_as, litert
 from official_bert.export.signatures import TextPacker
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
 # (text columns, label column) of each dev.tsv.
 _DEV_COLUMNS = {"MRPC": ((3, 4), 0), "SST-2": ((0,), 1)}
@@ -81,9 +80,10 @@ def main():
                                 if task == "SST-2" else 0, 0)
       output = work / f"{task}_output"
       fine_tune(task, data_dir, output, args.max_seq_length,
-                TrainerConfig(train_batch_size=32, eval_batch_size=64, learning_rate=1e-4,
-                              num_train_epochs=args.num_train_epochs),
-                EngineConfig(seed=0), Modes(train=True, eval=False))
+                TrainerConfig(train_batch_size=32, eval_batch_size=64,
+                              num_train_epochs=args.num_train_epochs,
+                              optimizer=OptimizerConfig(learning_rate=1e-4)),
+                RuntimeConfig(seed=0), Modes(train=True, eval=False))
       texts, labels = dev_examples(task)
       packer = TextPacker(str(model / "vocab.txt"), True, args.max_seq_length, ())
       for precision in ("float32", "int8"):

@@ -35,8 +35,8 @@ from official_bert.checkpoints import read_hf_config
 from official_bert.data import conll
 from official_bert.tasks import driver, tagging
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.training import EngineConfig
+from official_bert.tasks.experiment import ExperimentConfig, NerConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 WNUT = REPO.parent / "shared" / "data" / "ner" / "wnut17"
@@ -79,17 +79,17 @@ def main():
     config = ExperimentConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
         trainer=TrainerConfig(train_batch_size=args.train_batch_size, eval_batch_size=64,
-                              predict_batch_size=64, learning_rate=args.learning_rate,
-                              num_train_epochs=args.num_train_epochs),
-        runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=25,
-                             steps_per_loop=25))
+                              predict_batch_size=64, num_train_epochs=args.num_train_epochs,
+                              log_steps=25, steps_per_loop=25,
+                              optimizer=OptimizerConfig(learning_rate=args.learning_rate)),
+        runtime=RuntimeConfig(enable_xla=args.enable_xla, seed=args.seed))
     bert_config = read_hf_config(model)
 
     def task():
       return tagging.NerTask(
-          bert_config=bert_config, vocab_file=str(model / "vocab.txt"), do_lower_case=True,
-          max_seq_length=args.max_seq_length, train_file=str(train_file),
-          eval_file=str(WNUT / "dev.conll"))
+          NerConfig(vocab_file=str(model / "vocab.txt"), do_lower_case=True,
+                    max_seq_length=args.max_seq_length, train_file=str(train_file),
+                    eval_file=str(WNUT / "dev.conll")), bert_config)
 
     start = time.perf_counter()
     driver.run(task(), config, Modes(train=True))

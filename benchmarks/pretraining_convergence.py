@@ -5,7 +5,7 @@ The other benchmarks time steps; this one trains from scratch and scores the mod
 records every `--eval_every` steps. The rows (`--rows`, `<implementation>_<dtype>`):
 
 * `ours_float32`, `ours_bfloat16`: this package's pre-training path, the one `run_pretraining.py`
-  runs (`PretrainingTask` through the tasks' `Runner`: the engine as `EngineConfig` sets it up,
+  runs (`PretrainingTask` through the driver's `Runner`: the engine as `RuntimeConfig` sets it up,
   `create_optimizer`, `Trainer`), in float32 and in its bfloat16 mode (`--dtype=bfloat16`);
 * `hf_float32`, `hf_bfloat16`: Hugging Face `transformers.BertForPreTraining` under PyTorch
   (float32, or `torch.autocast` bfloat16), in a process of `--torch_python`, an environment with
@@ -90,10 +90,10 @@ from official_bert import BertConfig, BertPretrainer
 from official_bert.common import file_io
 from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
+from official_bert.tasks.driver import Runner
+from official_bert.tasks.experiment import ExperimentConfig, PretrainingConfig
 from official_bert.tasks.pretraining import PretrainingTask
-from official_bert.tasks.runner import Runner
-from official_bert.training import EngineConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -206,7 +206,7 @@ def decode_batches(task, split, num_batches):
     for name, value in {**features, **labels}.items():
       arrays.setdefault(name, []).append(value.numpy())
   if not arrays:
-    raise ValueError(f"{task.input_file} holds fewer than {FLAGS.batch_size} records.")
+    raise ValueError(f"{task.config.input_file} holds fewer than {FLAGS.batch_size} records.")
   return {name: np.stack(values) for name, values in arrays.items()}
 
 
@@ -286,21 +286,24 @@ def train_keras(implementation, dtype, vocab_size, train_records, initial, train
   Returns:
     The curve: `(step, training seconds, held-out metrics)` at step 0 and after each segment.
   """
-  engine = EngineConfig(
+  runtime = RuntimeConfig(
       dtype=dtype, enable_xla={"auto": None, "true": True, "false": False}[FLAGS.enable_xla],
-      seed=FLAGS.seed, steps_per_loop=FLAGS.eval_every, log_steps=FLAGS.eval_every,
-      save_checkpoints_steps=FLAGS.eval_every, keep_checkpoint_max=1,
-      optimizer_type="adamw_bias_corrected", weight_decay=FLAGS.weight_decay,
-      clip_norm=FLAGS.clip_norm or None)
+      seed=FLAGS.seed)
   config = ExperimentConfig(
-      output_dir=run_dir, runtime=engine, trainer=TrainerConfig(
+      output_dir=run_dir, runtime=runtime, trainer=TrainerConfig(
           train_batch_size=FLAGS.batch_size, eval_batch_size=FLAGS.batch_size,
-          learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.train_steps,
-          num_warmup_steps=num_warmup_steps()))
+          num_train_steps=FLAGS.train_steps, steps_per_loop=FLAGS.eval_every,
+          log_steps=FLAGS.eval_every, save_checkpoints_steps=FLAGS.eval_every,
+          keep_checkpoint_max=1,
+          optimizer=OptimizerConfig(
+              type="adamw_bias_corrected", learning_rate=FLAGS.learning_rate,
+              num_warmup_steps=num_warmup_steps(), weight_decay=FLAGS.weight_decay,
+              clip_norm=FLAGS.clip_norm or None)))
   task_class = KerasHubTask if implementation == "kerashub" else PretrainingTask
-  task = task_class(bert_config=bert_config(vocab_size), input_file=train_records,
-                    max_seq_length=FLAGS.max_seq_length,
-                    max_predictions_per_seq=FLAGS.max_predictions_per_seq)
+  task = task_class(PretrainingConfig(input_file=train_records,
+                                      max_seq_length=FLAGS.max_seq_length,
+                                      max_predictions_per_seq=FLAGS.max_predictions_per_seq),
+                    bert_config(vocab_size))
   runner = Runner(task, config, train=True)
   if implementation == "ours":
     variables = runner.model.trainable_variables
@@ -310,7 +313,7 @@ def train_keras(implementation, dtype, vocab_size, train_records, initial, train
       variable.assign(value)
 
   def evaluate():
-    results = runner.evaluate(replay(held_out), prefix=None)
+    results = runner.average(replay(held_out))
     return {name: results[name] for name in METRICS}
 
   curve, seconds, step = [(0, 0.0, evaluate())], 0.0, 0
@@ -462,9 +465,9 @@ def main(_):
   # The batches, as the package's reader gives them under `run_pretraining.py --seed`.
   keras.utils.set_random_seed(FLAGS.seed)
   config = bert_config(vocab_size)
-  reader = {split: PretrainingTask(bert_config=config, input_file=records,
-                                   max_seq_length=FLAGS.max_seq_length,
-                                   max_predictions_per_seq=FLAGS.max_predictions_per_seq)
+  reader = {split: PretrainingTask(PretrainingConfig(
+                      input_file=records, max_seq_length=FLAGS.max_seq_length,
+                      max_predictions_per_seq=FLAGS.max_predictions_per_seq), config)
             for split, records in (("train", train_records), ("eval", eval_records))}
   train = decode_batches(reader["train"], "train", FLAGS.train_steps)
   held_out = decode_batches(reader["eval"], "eval", FLAGS.eval_batches)

@@ -41,9 +41,9 @@ from official_bert import BertConfig
 from official_bert.checkpoints import read_hf_config
 from official_bert.tasks import driver, question_answering
 from official_bert.tasks.base import Modes
-from official_bert.tasks.experiment import ExperimentConfig, TrainerConfig
-from official_bert.tasks.runner import EVAL_RESULTS
-from official_bert.training import EngineConfig
+from official_bert.tasks.driver import EVAL_RESULTS
+from official_bert.tasks.experiment import ExperimentConfig, SquadConfig
+from official_bert.training import OptimizerConfig, RuntimeConfig, TrainerConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DEV = REPO.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
@@ -106,20 +106,22 @@ def main():
     config = ExperimentConfig(
         output_dir=str(work / "output"), init_checkpoint=str(model),
         trainer=TrainerConfig(train_batch_size=args.train_batch_size, predict_batch_size=64,
-                              learning_rate=args.learning_rate,
-                              num_train_epochs=args.num_train_epochs),
-        runtime=EngineConfig(enable_xla=args.enable_xla, seed=args.seed, log_steps=10,
-                             steps_per_loop=10))
-    common = dict(bert_config=BertConfig.from_json_file(str(config_file)),
-                  vocab_file=str(model / "vocab.txt"), max_seq_length=args.max_seq_length,
+                              num_train_epochs=args.num_train_epochs, log_steps=10,
+                              steps_per_loop=10,
+                              optimizer=OptimizerConfig(learning_rate=args.learning_rate)),
+        runtime=RuntimeConfig(enable_xla=args.enable_xla, seed=args.seed))
+    model_config = BertConfig.from_json_file(str(config_file))
+    common = dict(vocab_file=str(model / "vocab.txt"), max_seq_length=args.max_seq_length,
                   doc_stride=args.doc_stride)
     start = time.perf_counter()
-    driver.run(question_answering.SquadTask(train_file=str(files["train"]), **common), config,
-               Modes(train=True))
+    driver.run(question_answering.SquadTask(
+        SquadConfig(train_file=str(files["train"]), **common), model_config),
+        config, Modes(train=True))
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    driver.run(question_answering.SquadTask(predict_file=str(files["eval"]), **common), config,
-               Modes(predict=True))
+    driver.run(question_answering.SquadTask(
+        SquadConfig(predict_file=str(files["eval"]), **common), model_config),
+        config, Modes(predict=True))
     predict_seconds = time.perf_counter() - start
     results = read_eval_results(work / "output" / EVAL_RESULTS)
     train_windows = count_records(work / "output" / question_answering.TRAIN_RECORDS)

@@ -25,7 +25,13 @@ from official_bert.models.losses import pretraining_losses
 from official_bert.ops import adam_update, bfloat16_elementwise
 from official_bert.tasks.classification import classification_loss, classification_metrics
 from official_bert.tasks.pretraining import pretraining_metrics
-from official_bert.training import EngineConfig, Trainer, accelerators, create_optimizer
+from official_bert.training import (
+  RuntimeConfig,
+  Trainer,
+  TrainerConfig,
+  accelerators,
+  create_optimizer,
+)
 
 VOCAB = 30522
 
@@ -124,7 +130,7 @@ class Ours:
   Args:
     layers, hidden, batch, steps: the model, the batch and the steps per timed window.
     seq, predictions: sequence length and masked positions per sequence.
-    xla, dtype, kernels: `EngineConfig` settings (`xla=None`: the engine's choice).
+    xla, dtype, kernels: `RuntimeConfig` settings (`xla=None`: the engine's choice).
     num_gpus: 0 for the CPU, 1 for the first GPU.
     task: `pretraining` (`BertPretrainer`) or `classification` (a 2-class `BertClassifier`,
       the fine-tuning step of `run_classifier.py`).
@@ -140,8 +146,7 @@ class Ours:
                dtype="float32", kernels="auto", num_gpus=0, task="pretraining",
                hidden_act="gelu", fused_update=True, fused_elementwise=True):
     self.steps, self.step = steps, steps
-    engine = EngineConfig(enable_xla=xla, kernels=kernels, steps_per_loop=steps, log_steps=steps,
-                          save_checkpoints_steps=10**9, dtype=dtype, num_gpus=num_gpus)
+    engine = RuntimeConfig(enable_xla=xla, kernels=kernels, dtype=dtype, num_gpus=num_gpus)
     strategy = engine.setup()
     self.choice = engine.accelerator_choice(strategy)
     config = bert_config(layers, hidden, hidden_act)
@@ -159,7 +164,9 @@ class Ours:
       optimizer = create_optimizer("adamw", 1e-4, 10**6, 10, dtype=dtype)
     self.model_dir = tempfile.TemporaryDirectory(prefix="throughput-")  # removed with self
     self.trainer = Trainer(model, loss_fn, optimizer, strategy=strategy,
-                           model_dir=self.model_dir.name, config=engine, metrics_fn=metrics_fn)
+                           model_dir=self.model_dir.name, runtime=engine, metrics_fn=metrics_fn,
+                           config=TrainerConfig(steps_per_loop=steps, log_steps=steps,
+                                                save_checkpoints_steps=10**9))
     self.dataset_fn = lambda _: tf.data.Dataset.from_tensors(batch_data).repeat()
     # The trainer chooses its update, and the layers their element-wise kernels, when the first
     # `train` traces the step.
