@@ -132,7 +132,6 @@ def test_script_requires_its_flags_and_checks_the_format(source, tmp_path):
     run_script("--input_format=hf", f"--input={folder}", f"--output_dir={tmp_path}")
 
 
-@pytest.mark.slow
 def test_script_runs_as_a_module(source, tmp_path):
   # Both paths file:// URLs, as gs:// ones would be given.
   folder, model = source

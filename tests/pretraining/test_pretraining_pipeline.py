@@ -258,7 +258,6 @@ def test_a_worker_process_writes_the_same_bytes(corpus, small_shards, tmp_path, 
   assert stats.instances > 100 and len(list(read_shards([corpus[0]], SMALL_SHARD_BYTES))) > 3
 
 
-@pytest.mark.slow
 def test_script_with_two_workers_matches_one_worker_in_process(corpus, small_shards, tmp_path):
   # Every path a file:// URL (the workers read the vocabulary too), as gs:// ones would be given.
   output = tmp_path / "script.tfrecord"

@@ -212,7 +212,6 @@ def test_shuffle_records_spreads_files_in_order_into_random_samples(tmp_path):
   assert open(again, "rb").read() == first != open(other, "rb").read()
 
 
-@pytest.mark.slow
 def test_the_shuffle_command_and_its_errors(tmp_path):
   source = write_in_order(tmp_path / "in.tfrecord", 400)
   output = tmp_path / "out" / "shuffled.tfrecord"

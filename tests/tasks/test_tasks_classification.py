@@ -366,7 +366,6 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
   assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step"]
 
 
-@pytest.mark.slow
 def test_the_original_readme_command_runs_unchanged(tmp_path):
   """The MRPC command of the original README, on a tiny TF1 checkpoint and MRPC-format files."""
   glue_dir, bert_dir = tmp_path / "glue_data", tmp_path / "tiny_bert"

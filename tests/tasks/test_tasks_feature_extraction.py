@@ -352,7 +352,6 @@ def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored()
                                    "master", "use_one_hot_embeddings"]
 
 
-@pytest.mark.slow
 def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, tmp_path):
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the ops the SavedModel's tokenizer uses)

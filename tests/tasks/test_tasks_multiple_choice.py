@@ -122,7 +122,6 @@ def test_files_with_different_numbers_of_endings_stop_the_run_before_training(tm
   assert not output_dir.exists()
 
 
-@pytest.mark.slow
 def test_script_on_real_swag_sample(tmp_path):
   sample = shared_data("swag/sample.jsonl")
   words = {w for line in sample.open() for v in json.loads(line).values() if isinstance(v, str)

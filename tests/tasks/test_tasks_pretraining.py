@@ -7,7 +7,6 @@ import sys
 
 from absl import flags
 import numpy as np
-import pytest
 
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
@@ -33,7 +32,6 @@ EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_senten
              "next_sentence_loss"}
 
 
-@pytest.mark.slow
 def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_path):
   corpus, vocab, vocab_size = write_synthetic_corpus(str(tmp_path), num_documents=30)
   records = str(tmp_path / "tf_examples.tfrecord")

@@ -292,7 +292,6 @@ def test_misuse_and_bad_files_are_reported_before_any_work(tmp_path):
     _run(model, tmp_path / "out", predict_file=good, do_eval=True)
 
 
-@pytest.mark.slow
 def test_the_original_readme_command_runs_unchanged(tmp_path):
   """The SQuAD v1.1 command of the original README, on a tiny TF1 checkpoint and generated facts."""
   squad_dir, bert_dir = tmp_path / "squad", tmp_path / "tiny_bert"

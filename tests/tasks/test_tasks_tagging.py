@@ -182,7 +182,6 @@ def test_wnut17_fine_tuning_beats_the_untrained_model(tmp_path):
   assert trained["eval_loss"] < 0.5 * untrained["eval_loss"]
 
 
-@pytest.mark.slow
 def test_script_tags_and_exports(tmp_path):
   import numpy as np
   import tensorflow as tf

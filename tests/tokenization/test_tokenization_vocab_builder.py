@@ -94,7 +94,6 @@ def run_script(*args):
                         cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.slow
 def test_build_vocab_script_end_to_end(tmp_path):
   # Every path a file:// URL, as a gs:// one would be given.
   write_corpus(tmp_path / "part1.txt")
