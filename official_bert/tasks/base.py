@@ -318,10 +318,7 @@ class Task(abc.ABC):
       runner: the run's `driver.Runner`: `predict`, `average`, `seed`, `config`.
       output_dir: the folder for the task's files.
     """
-    inputs = self.build_inputs(split, output_dir, runner.seed)
-    outputs = runner.predict(inputs, keep=self.output_features,
-                             batch_size=runner.config.trainer.eval_batch_size)
-    return self.postprocess(split, outputs, output_dir)
+    return self._postprocessed(split, runner, output_dir, runner.config.trainer.eval_batch_size)
 
   def predict_split(self, split, runner, output_dir):
     """Predicts one split of `predict_splits()`; returns `(scores or None, files written)`.
@@ -335,9 +332,13 @@ class Task(abc.ABC):
       runner: the run's `driver.Runner`: `predict`, `model`, `seed`, `config`.
       output_dir: the folder for the task's files.
     """
+    return self._postprocessed(split, runner, output_dir,
+                               runner.config.trainer.predict_batch_size)
+
+  def _postprocessed(self, split, runner, output_dir, batch_size):
+    """`postprocess` of the model's outputs over the whole split, in batches of `batch_size`."""
     inputs = self.build_inputs(split, output_dir, runner.seed)
-    outputs = runner.predict(inputs, keep=self.output_features,
-                             batch_size=runner.config.trainer.predict_batch_size)
+    outputs = runner.predict(inputs, keep=self.output_features, batch_size=batch_size)
     return self.postprocess(split, outputs, output_dir)
 
   def model_folder_fields(self):
