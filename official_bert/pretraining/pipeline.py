@@ -169,8 +169,10 @@ def _write_all(files, partial, piece_dir, num_workers, shard_bytes, progress_int
           piece_dir, documents_per_shard, next_sentences.pool_size(num_sentences),
           options.max_seq_length - 3, random_seed)
       if runner.num_worker_processes:
-        pool.save(next_sentences.pool_path(piece_dir))  # the workers load it from the file
-      runner.processor_here().use_pool(pool)
+        # The workers load it from the file, and so does this process when it builds a shard.
+        pool.save(next_sentences.pool_path(piece_dir))
+      else:
+        runner.processor_here().use_pool(pool)
       logging.info("Drew %d random next sentence segments from %d documents.", len(pool),
                    stats.documents)
       del pool
