@@ -88,6 +88,7 @@ def sentiment(tmp_path_factory):
   return {"data": str(data), "config": config, "vocab": vocab, "dev": rows[400:600]}
 
 
+@pytest.mark.slow
 def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment, tmp_path):
   output_dir = tmp_path / "out"
   run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],

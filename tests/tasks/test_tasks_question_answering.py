@@ -164,6 +164,7 @@ def test_span_loss_is_the_mean_of_the_start_and_end_cross_entropies():
   np.testing.assert_allclose(float(losses["loss"]), (expected_start + expected_end) / 2, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_fine_tuning_learns_templated_facts_and_writes_the_original_outputs(facts):
   before, after = facts["untrained"], facts["trained"]
   print(f"templated facts, 80 held-out questions: F1 {before['f1']:.1f} untrained -> "
@@ -189,6 +190,7 @@ def test_fine_tuning_learns_templated_facts_and_writes_the_original_outputs(fact
   assert json.loads((trained / "model.json").read_text())["kind"] == "span_labeler"
 
 
+@pytest.mark.slow
 def test_the_export_answers_a_raw_question_about_a_raw_context(facts):
   import tensorflow_text  # noqa: F401  (registers the ops of the SavedModel's tokenizer)
   served = tf.saved_model.load(str(facts["directory"] / "export"))
@@ -205,6 +207,7 @@ def test_the_export_answers_a_raw_question_about_a_raw_context(facts):
   assert [context[s:e] for s, e in zip(starts, ends)] == answers
 
 
+@pytest.mark.slow
 def test_squad_v2_learns_unanswerable_questions_and_applies_the_null_threshold(tmp_path):
   train, test = (_facts(seed=3, num_paragraphs=32, unanswerable=True),
                  _facts(seed=4, num_paragraphs=8, unanswerable=True))
@@ -249,6 +252,7 @@ def test_squad_v2_learns_unanswerable_questions_and_applies_the_null_threshold(t
   assert rerun["HasAns_exact"] >= results["HasAns_exact"]
 
 
+@pytest.mark.slow
 def test_real_squad_paragraphs_are_learned(tmp_path):
   """Over-fits 6 paragraphs of the real SQuAD v1.1 dev set (16 questions, several answers each,
   contexts split into 128-piece windows) with the uncased BERT vocabulary."""

@@ -85,6 +85,7 @@ def _run_ner(*, config, **kwargs):
   return run_task(tagging.NerTask, config=config, **kwargs)
 
 
+@pytest.mark.slow
 def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   data_dir = tmp_path / "data"
   test_sentences = _write_data(data_dir, random.Random(0))
@@ -159,6 +160,7 @@ def test_a_dev_tag_unseen_in_training_stops_the_run_before_training(tmp_path):
   assert not output_dir.exists() or not any(output_dir.iterdir())
 
 
+@pytest.mark.slow
 def test_wnut17_fine_tuning_beats_the_untrained_model(tmp_path):
   wnut = shared_data("ner/wnut17")
   vocab_file = str(shared_data("vocab/bert-base-uncased-vocab.txt"))
