@@ -214,6 +214,7 @@ def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
   assert os.listdir(tmp_path) == ["eval_results.txt"]
 
 
+@pytest.mark.slow
 def test_init_checkpoint_loads_the_encoder_unless_there_is_a_checkpoint_to_resume(tmp_path):
   pretrained = BertEncoder(CONFIG)
   export_pretrained_dir(pretrained, CONFIG, str(tmp_path / "pretrained"))

@@ -117,6 +117,7 @@ def test_engine_and_tpu_flags_map_to_the_engine_config():
   assert trainer.optimizer.weight_decay == 0.01 and trainer.optimizer.learning_rate == 1e-4
 
 
+@pytest.mark.slow
 def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   original_dir = shared_data("checkpoints/tf1_tiny_random")  # hidden 4, vocab 15, 16 positions
   records = write_full_records(str(tmp_path / "records.tfrecord"), 32, vocab_size=15,

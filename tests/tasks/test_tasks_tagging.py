@@ -115,6 +115,7 @@ def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   assert [s.words for s in evaluated] == [s.words for s in gold]
 
 
+@pytest.mark.slow
 def test_predict_only_run_reads_the_saved_labels(tmp_path):
   data_dir = tmp_path / "data"
   _write_data(data_dir, random.Random(1), num_train=32)
