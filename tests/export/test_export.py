@@ -39,6 +39,7 @@ from official_bert.export import (
   export_multiple_choice,
   export_span_labeler,
   export_token_classifier,
+  signatures,
 )
 from official_bert.export.archive import EXPORT_MARK, write_archive
 from official_bert.export.signatures import bucket_lengths
@@ -189,7 +190,7 @@ class _Exports:
     model = BertClassifier(tiny_bert_config(size, hidden_size=32), num_classes=2)
     directory = self._dir("classifier", vocab_file)
     export_classifier(model, directory, vocab_file=vocab_file, do_lower_case=True,
-                      max_seq_length=32, labels=["negative", "positive"])
+                      max_seq_length=32, labels=["negative", "positive"], jit_compile=False)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     features = [classifier_features.convert_single_example(
         classifier_data.InputExample(f"dev-{i}", text), ["0", "1"], 32, tokenizer)
@@ -242,7 +243,8 @@ class _Exports:
     model = BertSpanLabeler(tiny_bert_config(size, hidden_size=32))
     directory = self._dir("span", vocab_file)
     export_span_labeler(model, directory, vocab_file=vocab_file, do_lower_case=True,
-                        max_seq_length=64, max_query_length=12, max_answer_length=6)
+                        max_seq_length=64, max_query_length=12, max_answer_length=6,
+                        jit_compile=False)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     examples, _ = squad.read_squad_examples(str(squad_file), is_training=False)
     features = [f for f in squad.convert_examples_to_features(
@@ -267,7 +269,8 @@ class _Exports:
     pretrained = self.root / "pretrained"
     export_pretrained_dir(encoder, encoder.config, pretrained, vocab_file=self.small_vocab)
     directory = self._dir("encoder", str(pretrained / "vocab.txt"))
-    export_model_dir(pretrained, directory, do_lower_case=True, max_seq_length=24)
+    export_model_dir(pretrained, directory, do_lower_case=True, max_seq_length=24,
+                     jit_compile=False)
     tokenizer = tokenization.FullTokenizer(self.small_vocab, do_lower_case=True)
     expected, inputs = {}, {}
     for name, pairs in (("single", [(text, None) for text in TEXTS]), ("pair", PAIRS)):
@@ -298,7 +301,7 @@ class _Exports:
     model = BertTokenClassifier(tiny_bert_config(size, hidden_size=32), num_classes=len(TAGS))
     directory = self._dir("tagger", vocab_file)
     export_token_classifier(model, directory, vocab_file=vocab_file, do_lower_case=True,
-                            max_seq_length=64, labels=TAGS)
+                            max_seq_length=64, labels=TAGS, jit_compile=False)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     features = conll.convert_sentences_to_features(sentences, TAGS, tokenizer, 64)
     assert len(features.sentence_index) == len(sentences), "a sentence was split"
@@ -320,7 +323,7 @@ class _Exports:
     model = BertMultipleChoice(tiny_bert_config(size, hidden_size=32), num_choices=4)
     directory = self._dir("multiple_choice", vocab_file)
     export_multiple_choice(model, directory, vocab_file=vocab_file, do_lower_case=True,
-                           max_seq_length=40)
+                           max_seq_length=40, jit_compile=False)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     features = swag.convert_examples_to_features(examples, tokenizer, 40)
     inputs = _array_inputs(features)
@@ -334,7 +337,11 @@ class _Exports:
 
 @pytest.fixture(name="served", scope="module")
 def fixture_served(tmp_path_factory):
-  """Exports every kind, deletes their sources, moves them, and runs them in other processes."""
+  """Exports every kind, deletes their sources, moves them, and runs them in other processes.
+
+  Without XLA: each request would compile its bucket's model on the loader's first call, and what
+  XLA keeps in a SavedModel is `test_jit_compile_is_kept_in_the_saved_model`'s (and the buckets'
+  `jit_compile=True` case's) to check."""
   root = tmp_path_factory.mktemp("exports")
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
   cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -644,7 +651,37 @@ def _agree_within_bucket(bucketed, padded, bucket, axis=1):
   assert not bucketed[after].any()
 
 
-@pytest.mark.parametrize("jit_compile", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_trimming_to_a_bucket_keeps_the_outputs_on_the_real_tokens(tmp_path):
+  """The unit under the bucketed signatures, in process: raw text packed to max_seq_length, then
+  cut to its bucket, gives the same encoder, classifier and span outputs on the bucket's positions
+  (the exports themselves: `test_buckets_do_not_change_results`)."""
+  config = tiny_bert_config(len(SMALL_VOCAB))
+  classifier, span = BertClassifier(config, num_classes=3), BertSpanLabeler(config)
+  packer = signatures.TextPacker(write_vocab(tmp_path / "vocab.txt", SMALL_VOCAB), True, 32)
+  assert packer.buckets == (16, 32)
+  for texts, bucket in ((SHORT_TEXTS, 16), (MIXED_TEXTS, 32)):
+    padded = packer(tf.constant(texts))
+    trimmed = packer.trim(padded)
+    assert all(value.shape == (len(texts), bucket) for value in trimmed.values())
+    for name, value in trimmed.items():
+      np.testing.assert_array_equal(value, padded[name][:, :bucket])
+    assert not padded["input_mask"][:, bucket:].numpy().any()
+    full, cut = classifier.encoder(padded), classifier.encoder(trimmed)
+    np.testing.assert_allclose(cut["sequence_output"], full["sequence_output"][:, :bucket],
+                               **TOLERANCE)
+    np.testing.assert_allclose(cut["pooled_output"], full["pooled_output"], **TOLERANCE)
+    np.testing.assert_allclose(classifier(trimmed)["logits"], classifier(padded)["logits"],
+                               **TOLERANCE)
+    for output in ("start_logits", "end_logits"):
+      np.testing.assert_allclose(span(trimmed)[output], span(padded)[output][:, :bucket],
+                                 **TOLERANCE)
+
+
+# Exports, bucketed and padded, and their signatures' calls: the unit above is the fast lane's
+# check of buckets. Under XLA (a compile per bucket) the encoder alone, whose outputs hold every
+# position; without it the classifier and the span labeler too.
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [True, False])
 def test_buckets_do_not_change_results(tmp_path, jit_compile):
   """Bucketed exports agree with ones padded to max_seq_length, on short and mixed batches."""
   vocab_file = write_vocab(tmp_path / "vocab" / "vocab.txt", SMALL_VOCAB)
@@ -652,27 +689,23 @@ def test_buckets_do_not_change_results(tmp_path, jit_compile):
   # Buckets 16 and 32 (= max_seq_length): the short texts fill the first, the long one the last.
   options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=32)
   classifier, span = BertClassifier(config, num_classes=3), BertSpanLabeler(config)
+  kinds = ("encoder",) if jit_compile else ("classifier", "encoder", "span")
   loaded = {}
   for name, buckets in (("padded", ()), ("bucketed", None)):
     common = dict(options, buckets=buckets, jit_compile=jit_compile)
-    loaded[name] = {
-        "classifier": export_classifier(classifier, tmp_path / name / "classifier", **common),
-        "encoder": export_encoder(classifier.encoder, tmp_path / name / "encoder", **common),
-        "span": export_span_labeler(span, tmp_path / name / "span", max_query_length=8,
-                                    **common)}
-    loaded[name] = {kind: tf.saved_model.load(str(path)).signatures["serving_default"]
-                    for kind, path in loaded[name].items()}
+    exports = {
+        "classifier": lambda path, common=common: export_classifier(classifier, path, **common),
+        "encoder": lambda path, common=common: export_encoder(classifier.encoder, path, **common),
+        "span": lambda path, common=common: export_span_labeler(span, path, max_query_length=8,
+                                                                 **common)}
+    loaded[name] = {kind: tf.saved_model.load(str(exports[kind](tmp_path / name / kind)))
+                    .signatures["serving_default"] for kind in kinds}
   for texts, bucket in ((SHORT_TEXTS, 16), (MIXED_TEXTS, 32)):
     text = tf.constant(texts)
-    padded, bucketed = ({kind: function(**inputs) for kind, function, inputs in (
-        ("classifier", signatures["classifier"], {"text": text}),
-        ("encoder", signatures["encoder"], {"text": text}),
-        ("span", signatures["span"], {"question": tf.constant(["what?"] * len(texts)),
-                                      "context": text}))}
-        for signatures in (loaded["padded"], loaded["bucketed"]))
-    for output in ("logits", "probabilities", "label_id"):
-      np.testing.assert_allclose(bucketed["classifier"][output], padded["classifier"][output],
-                                 **TOLERANCE)
+    inputs = {"classifier": {"text": text}, "encoder": {"text": text},
+              "span": {"question": tf.constant(["what?"] * len(texts)), "context": text}}
+    padded, bucketed = ({kind: function(**inputs[kind]) for kind, function in functions.items()}
+                        for functions in (loaded["padded"], loaded["bucketed"]))
     mask = padded["encoder"]["input_mask"].numpy()
     assert mask.sum(-1).max() > 16 if bucket == 32 else mask.sum(-1).max() <= 16
     assert bucketed["encoder"]["input_mask"].numpy().tolist() == mask.tolist()
@@ -682,6 +715,11 @@ def test_buckets_do_not_change_results(tmp_path, jit_compile):
                          padded["encoder"]["encoder_outputs"], bucket, axis=2)
     np.testing.assert_allclose(bucketed["encoder"]["pooled_output"],
                                padded["encoder"]["pooled_output"], **TOLERANCE)
+    if jit_compile:
+      continue
+    for output in ("logits", "probabilities", "label_id"):
+      np.testing.assert_allclose(bucketed["classifier"][output], padded["classifier"][output],
+                                 **TOLERANCE)
     for output in ("start_logits", "end_logits"):
       _agree_within_bucket(bucketed["span"][output], padded["span"][output], bucket)
     for output in ("answer_text", "answer_start", "answer_end"):

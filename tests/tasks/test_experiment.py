@@ -161,6 +161,7 @@ def _sentiment(folder):
   return data, vocab, model
 
 
+@pytest.mark.slow
 def test_the_written_config_reproduces_the_run_and_its_fingerprint_keeps_its_stored_form(
     tmp_path):
   data, vocab, model = _sentiment(tmp_path)

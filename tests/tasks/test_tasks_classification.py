@@ -88,6 +88,7 @@ def sentiment(tmp_path_factory):
   return {"data": str(data), "config": config, "vocab": vocab, "dev": rows[400:600]}
 
 
+@pytest.mark.slow
 def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment, tmp_path):
   output_dir = tmp_path / "out"
   run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
@@ -120,6 +121,7 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   assert again == results
 
 
+@pytest.mark.slow
 def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentiment, tmp_path):
   words = ["good", "bad", "fine", "poor", "a", "b"]
   rng = np.random.default_rng(0)
@@ -164,6 +166,7 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
                     config=_config(tmp_path / "fresh"), **common)
 
 
+@pytest.mark.slow
 def test_xnli_trains_on_the_languages_file_and_evaluates_on_its_dev_rows(tmp_path):
   words = ["gut", "schlecht", "ja", "nein", "er", "sie"]
   rng = np.random.default_rng(0)
@@ -195,6 +198,7 @@ def test_xnli_trains_on_the_languages_file_and_evaluates_on_its_dev_rows(tmp_pat
   assert manifest["labels"] == ["contradiction", "entailment", "neutral"]
 
 
+@pytest.mark.slow
 def test_custom_csv_pair_task(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
@@ -232,6 +236,7 @@ def test_custom_csv_pair_task(tmp_path):
   assert 1 in record.features.feature["segment_ids"].int64_list.value
 
 
+@pytest.mark.slow
 def test_custom_jsonl_regression_task(tmp_path):
   data = tmp_path / "data"
   data.mkdir()
@@ -342,6 +347,7 @@ def _real_rows(source, target, count):
   _write(target, lines)
 
 
+@pytest.mark.slow
 def test_real_mrpc_and_sst2_rows(tmp_path):
   glue = shared_data("glue")
   vocab = str(shared_data("vocab/bert-base-uncased-vocab.txt"))
@@ -366,8 +372,9 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
   assert sorted(results) == ["eval_accuracy", "eval_loss", "global_step"]
 
 
-def test_the_original_readme_command_runs_unchanged(tmp_path):
-  """The MRPC command of the original README, on a tiny TF1 checkpoint and MRPC-format files."""
+def _readme_command(tmp_path):
+  """The MRPC command of the original README, on a tiny TF1 checkpoint and MRPC-format files that
+  it writes under `tmp_path`; returns the command line and its environment."""
   glue_dir, bert_dir = tmp_path / "glue_data", tmp_path / "tiny_bert"
   (glue_dir / "MRPC").mkdir(parents=True)
   words = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
@@ -391,6 +398,11 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 "
              "--train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 "
              f"--output_dir={file_uri(tmp_path)}/mrpc_output/")
+  return command, env
+
+
+def test_the_original_readme_command_runs_unchanged(tmp_path):
+  command, env = _readme_command(tmp_path)
   completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
                              text=True, timeout=300)
   assert completed.returncode == 0, completed.stderr[-3000:]
@@ -399,8 +411,12 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   assert sorted(results) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step"]
   assert results["global_step"] == "6"  # int(64 / 32 * 3.0)
   assert "Initialised the encoder from" in completed.stderr
+  assert_no_scheme_folders(tmp_path)
 
-  # The original TPU flags are accepted; the original checks stop a misuse before any work.
+
+@pytest.mark.slow
+def test_the_original_tpu_flags_are_accepted_and_the_original_checks_stop_a_misuse(tmp_path):
+  command, env = _readme_command(tmp_path)
   misuse = command.replace("--max_seq_length=128", "--max_seq_length=256 --use_tpu=false "
                            "--iterations_per_loop=10 --num_tpu_cores=8")
   completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True,

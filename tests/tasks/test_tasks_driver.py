@@ -214,6 +214,7 @@ def test_write_eval_results_sorts_keys_and_leaves_no_temporary(tmp_path):
   assert os.listdir(tmp_path) == ["eval_results.txt"]
 
 
+@pytest.mark.slow
 def test_init_checkpoint_loads_the_encoder_unless_there_is_a_checkpoint_to_resume(tmp_path):
   pretrained = BertEncoder(CONFIG)
   export_pretrained_dir(pretrained, CONFIG, str(tmp_path / "pretrained"))
@@ -236,6 +237,7 @@ def test_init_checkpoint_loads_the_encoder_unless_there_is_a_checkpoint_to_resum
     np.testing.assert_array_equal(expected, actual)
 
 
+@pytest.mark.slow
 def test_interrupted_training_resumes_to_the_same_weights_then_evaluates_predicts_saves(tmp_path):
   whole = _runner(tmp_path / "whole")
   assert (whole.num_train_steps, whole.num_warmup_steps) == (12, 1)

@@ -66,6 +66,7 @@ def _run_swag(**kwargs):
   return run_task(multiple_choice.SwagTask, **kwargs)
 
 
+@pytest.mark.slow
 def test_swag_fine_tuning_learns_and_writes_outputs(tmp_path):
   rng = random.Random(0)
   data_dir = tmp_path / "swag"

@@ -2,11 +2,14 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 from absl import flags
 import numpy as np
+import pytest
+import tensorflow as tf
 
 from official_bert import BertConfig, BertEncoder
 from official_bert.checkpoints import load_encoder
@@ -32,46 +35,68 @@ EVAL_KEYS = {"global_step", "masked_lm_accuracy", "masked_lm_loss", "next_senten
              "next_sentence_loss"}
 
 
-def test_the_original_readme_command_trains_evaluates_resumes_and_exports(tmp_path):
+def _run_pretraining(tmp_path, output_dir, num_train_steps):
+  """The original README's `run_pretraining.py` command on the files of `_readme_run`, with
+  `--num_train_steps`; returns its log."""
+  # Every path a file:// URL, as gs:// ones would be given.
+  command = [
+      sys.executable, os.path.join(REPOSITORY, "run_pretraining.py"),
+      f"--input_file={file_uri(tmp_path / 'tf_examples.tfrecord')}",
+      f"--output_dir={file_uri(output_dir)}", "--do_train=True", "--do_eval=True",
+      f"--bert_config_file={file_uri(tmp_path / 'bert_config.json')}",
+      "--train_batch_size=32", "--max_seq_length=32",
+      "--max_predictions_per_seq=5", f"--num_train_steps={num_train_steps}",
+      "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
+      "--iterations_per_loop=2", f"--vocab_file={file_uri(tmp_path / 'vocab.txt')}",
+      "--enable_xla=false"]
+  result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert result.returncode == 0, result.stderr[-5000:]
+  return result.stderr
+
+
+@pytest.fixture(name="readme_run", scope="module")
+def fixture_readme_run(tmp_path_factory):
+  """The README command run once, 4 steps of a tiny model on a generated corpus: its folder, log,
+  eval results and vocabulary size."""
+  tmp_path = tmp_path_factory.mktemp("pretraining")
   corpus, vocab, vocab_size = write_synthetic_corpus(str(tmp_path), num_documents=30)
-  records = str(tmp_path / "tf_examples.tfrecord")
-  make_records(corpus, vocab, records)
-  config = tmp_path / "bert_config.json"
-  config.write_text(json.dumps({
-      "vocab_size": vocab_size, "hidden_size": 32, "num_hidden_layers": 2,
-      "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+  make_records(corpus, vocab, str(tmp_path / "tf_examples.tfrecord"))
+  (tmp_path / "bert_config.json").write_text(json.dumps({
+      "vocab_size": vocab_size, "hidden_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 32,
       "hidden_act": "gelu", "type_vocab_size": 2, "initializer_range": 0.02,
       "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}))
   output_dir = tmp_path / "pretraining_output"
+  log = _run_pretraining(tmp_path, output_dir, num_train_steps=4)
+  return dict(root=tmp_path, output_dir=output_dir, log=log, vocab_size=vocab_size,
+              results=read_eval_results(output_dir / "eval_results.txt"))
 
-  def run(num_train_steps):
-    # Every path a file:// URL, as gs:// ones would be given.
-    command = [
-        sys.executable, os.path.join(REPOSITORY, "run_pretraining.py"),
-        f"--input_file={file_uri(records)}", f"--output_dir={file_uri(output_dir)}",
-        "--do_train=True", "--do_eval=True", f"--bert_config_file={file_uri(config)}",
-        "--train_batch_size=32", "--max_seq_length=32",
-        "--max_predictions_per_seq=5", f"--num_train_steps={num_train_steps}",
-        "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
-        "--iterations_per_loop=2", f"--vocab_file={file_uri(vocab)}", "--enable_xla=false"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert result.returncode == 0, result.stderr[-5000:]
-    return result.stderr
 
-  log = run(num_train_steps=4)
-  assert "step 4/4" in log
-  results = read_eval_results(output_dir / "eval_results.txt")
+def test_the_original_readme_command_trains_evaluates_and_exports(readme_run):
+  output_dir = readme_run["output_dir"]
+  assert "step 4/4" in readme_run["log"]
+  results = readme_run["results"]
   assert EVAL_KEYS <= set(results) and results["global_step"] == 4
   assert 0 <= results["masked_lm_accuracy"] <= 1 and results["masked_lm_loss"] > 0
+  assert tf.train.latest_checkpoint(str(output_dir)).endswith("ckpt-4")
+  encoder = load_encoder(str(output_dir / "pretrained"))
+  assert encoder.config.vocab_size == readme_run["vocab_size"]
+  assert ((output_dir / "pretrained" / "vocab.txt").read_text()
+          == (readme_run["root"] / "vocab.txt").read_text())
+  assert_no_scheme_folders(readme_run["root"])
 
-  log = run(num_train_steps=6)  # the same command, further: resumes from step 4
+
+@pytest.mark.slow
+def test_the_same_command_further_resumes(readme_run, tmp_path):
+  output_dir = tmp_path / "pretraining_output"  # a copy: the first run's folder stays as it was
+  shutil.copytree(readme_run["output_dir"], output_dir)
+  log = _run_pretraining(readme_run["root"], output_dir, num_train_steps=6)
   assert "Restored" in log and "ckpt-4" in log and "step 6/6" in log and "step 2/" not in log
   assert read_eval_results(output_dir / "eval_results.txt")["global_step"] == 6
-
-  encoder = load_encoder(str(output_dir / "pretrained"))
-  assert encoder.config.vocab_size == vocab_size
-  assert (output_dir / "pretrained" / "vocab.txt").read_text() == open(vocab).read()
+  assert tf.train.latest_checkpoint(str(output_dir)).endswith("ckpt-6")
+  assert load_encoder(str(output_dir / "pretrained")).config.vocab_size == readme_run[
+      "vocab_size"]
   assert_no_scheme_folders(tmp_path)
 
 
@@ -92,6 +117,7 @@ def test_engine_and_tpu_flags_map_to_the_engine_config():
   assert trainer.optimizer.weight_decay == 0.01 and trainer.optimizer.learning_rate == 1e-4
 
 
+@pytest.mark.slow
 def test_init_checkpoint_takes_an_original_tf1_checkpoint(tmp_path):
   original_dir = shared_data("checkpoints/tf1_tiny_random")  # hidden 4, vocab 15, 16 positions
   records = write_full_records(str(tmp_path / "records.tfrecord"), 32, vocab_size=15,

@@ -85,6 +85,7 @@ def _run_ner(*, config, **kwargs):
   return run_task(tagging.NerTask, config=config, **kwargs)
 
 
+@pytest.mark.slow
 def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   data_dir = tmp_path / "data"
   test_sentences = _write_data(data_dir, random.Random(0))
@@ -114,6 +115,7 @@ def test_ner_learns_persons_after_mr_and_writes_conll(tmp_path):
   assert [s.words for s in evaluated] == [s.words for s in gold]
 
 
+@pytest.mark.slow
 def test_predict_only_run_reads_the_saved_labels(tmp_path):
   data_dir = tmp_path / "data"
   _write_data(data_dir, random.Random(1), num_train=32)
@@ -159,6 +161,7 @@ def test_a_dev_tag_unseen_in_training_stops_the_run_before_training(tmp_path):
   assert not output_dir.exists() or not any(output_dir.iterdir())
 
 
+@pytest.mark.slow
 def test_wnut17_fine_tuning_beats_the_untrained_model(tmp_path):
   wnut = shared_data("ner/wnut17")
   vocab_file = str(shared_data("vocab/bert-base-uncased-vocab.txt"))
