@@ -153,6 +153,8 @@ def job(tmp_path_factory):
                             for folder, values in folder_inputs.items()}}
 
 
+# The whole suite's (CI's, issue #40): a process of its own a backend, with a Model.fit each.
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_model_runs_trains_saves_and_loads_on_another_backend(backend, job, tmp_path):
   if not TINY_CHECKPOINT.exists():

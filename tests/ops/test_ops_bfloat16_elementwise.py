@@ -200,7 +200,8 @@ def test_without_built_kernels_training_takes_the_compiled_programs(tmp_path, mo
 
 # === A bfloat16 pre-training step on the kernels against the compiled programs ===
 
-CONFIG = tiny_bert_config(60, hidden_size=32, max_position_embeddings=32, dropout=0.2)
+CONFIG = tiny_bert_config(60, hidden_size=32, num_hidden_layers=1, max_position_embeddings=32,
+                          dropout=0.2)
 
 
 def _trained(model_dir, fused, monkeypatch):

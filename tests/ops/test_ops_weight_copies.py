@@ -16,7 +16,7 @@ from official_bert.training import RuntimeConfig, Trainer, TrainerConfig, create
 
 from testing import fixed_pretraining_batch
 
-CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+CONFIG = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0)
 

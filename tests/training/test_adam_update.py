@@ -22,7 +22,8 @@ def built(native_kernels):
     pytest.skip(f"no C++ compiler: {native_kernels}")
 
 
-CONFIG = tiny_bert_config(60, hidden_size=32, max_position_embeddings=32, dropout=0.0)
+CONFIG = tiny_bert_config(60, hidden_size=32, num_hidden_layers=1, max_position_embeddings=32,
+                          dropout=0.0)
 
 
 @pytest.fixture(autouse=True)

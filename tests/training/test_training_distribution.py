@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from testing import (
+  SEQ,
   finish,
   make_trainer,
   pretraining_dataset_fn,
   start_script,
+  tiny_bert_config,
   tiny_engine,
-  tiny_pretraining_config,
-  train_tiny_pretrainer,
   write_full_records,
 )
 
@@ -88,12 +88,16 @@ def _mirrored_main(directory):
   from official_bert import BertPretrainer
   _split_cpu()
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
-  initial = BertPretrainer(tiny_pretraining_config(VOCAB)).get_weights()
+  initial = BertPretrainer(_config()).get_weights()
   arrays = {}
   for name in ("one_device", "mirrored"):
-    _, weights, results, predictions = train_tiny_pretrainer(
-        name, os.path.join(directory, name), records, initial, VOCAB, steps=STEPS,
-        global_batch=GLOBAL_BATCH)
+    trainer = _trainer(name, os.path.join(directory, name), initial)
+    trainer.train(pretraining_dataset_fn(records, GLOBAL_BATCH), STEPS)
+    weights = trainer.model.get_weights()
+    eval_fn = pretraining_dataset_fn(records, GLOBAL_BATCH, is_training=False)
+    results = trainer.evaluate(lambda context, eval_fn=eval_fn: eval_fn(context).unbatch().take(
+        13).batch(context.get_per_replica_batch_size(GLOBAL_BATCH) if context else GLOBAL_BATCH))
+    predictions = trainer.predict(eval_fn)["next_sentence_logits"]
     arrays.update({f"{name}/weight{i}": w for i, w in enumerate(weights)})
     arrays[f"{name}/examples"] = results.pop("examples")
     arrays[f"{name}/eval"] = [results[key] for key in sorted(results)]
@@ -106,7 +110,7 @@ def _dropout_main(directory, backend):
   # the same collective keys, and their all-reduces then meet each other's.
   _split_cpu()
   records = write_full_records(os.path.join(directory, "records.tfrecord"), 64, VOCAB)
-  trainer = make_trainer(directory, tiny_pretraining_config(VOCAB, dropout=DROPOUT), tiny_engine(
+  trainer = make_trainer(directory, _config(DROPOUT), tiny_engine(
       distribution_strategy="mirrored", enable_xla=True, kernels=backend,
       steps_per_loop=DROPOUT_STEPS, log_steps=DROPOUT_STEPS), learning_rate=3e-3,
       num_steps=DROPOUT_STEPS)
@@ -143,12 +147,27 @@ def _split_cpu():
 def _worker_main(directory, index):
   records = os.path.join(directory, f"records{index}.tfrecord")
   write_full_records(records, 64, VOCAB)  # the same records on both machines
-  # The strategy gives both workers worker 0's initial weights.
-  initial, weights, _, _ = train_tiny_pretrainer(
-      "multi_worker_mirrored", os.path.join(directory, "model"), records, None, VOCAB, steps=STEPS,
-      global_batch=GLOBAL_BATCH, dropout=DROPOUT)
-  np.savez(os.path.join(directory, f"worker{index}_initial.npz"), *initial)
-  np.savez(os.path.join(directory, f"worker{index}.npz"), *weights)
+  # The strategy gives both workers worker 0's initial weights. Only training is compared: no
+  # evaluation or prediction to compile.
+  trainer = _trainer("multi_worker_mirrored", os.path.join(directory, "model"), None, DROPOUT)
+  np.savez(os.path.join(directory, f"worker{index}_initial.npz"), *trainer.model.get_weights())
+  trainer.train(pretraining_dataset_fn(records, GLOBAL_BATCH), STEPS)
+  np.savez(os.path.join(directory, f"worker{index}.npz"), *trainer.model.get_weights())
+
+
+def _config(dropout=0.0):
+  """The pre-trainer of these runs: one layer (a second only makes each program slower to
+  compile; what is compared, replicas against one device, is the same)."""
+  return tiny_bert_config(VOCAB, hidden_size=32, num_hidden_layers=1,
+                          max_position_embeddings=SEQ, dropout=dropout)
+
+
+def _trainer(strategy_name, directory, initial, dropout=0.0):
+  """A trainer of `_config()` from `initial` weights (None: the strategy's own initialisation)
+  under a strategy, XLA on, logging every step (as `testing.train_tiny_pretrainer`'s)."""
+  return make_trainer(directory, _config(dropout), tiny_engine(
+      distribution_strategy=strategy_name, log_steps=1, enable_xla=True),
+      initial_weights=initial)
 
 
 if __name__ == "__main__":

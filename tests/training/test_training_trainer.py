@@ -15,11 +15,13 @@ from official_bert.training import NonFiniteLossError, updates
 
 from testing import (
   PREDICTIONS,
+  SEQ,
   fixed_pretraining_batch,
   make_records,
   make_trainer,
   pretraining_dataset_fn,
   shared_data,
+  tiny_bert_config,
   tiny_engine,
   tiny_pretraining_config,
   write_full_records,
@@ -34,6 +36,14 @@ def records(tmp_path_factory):
   path = os.path.join(directory, "train.tfrecord")
   assert make_records(corpus, vocab, path) >= 200
   return path, vocab_size
+
+
+def one_layer_config(vocab_size, dropout=0.0):
+  """The pre-trainer of the tests of the engine around the model (resuming, accumulating,
+  evaluating, precision): one layer, as a second only makes each program slower to trace and
+  compile; the learning tests keep `tiny_pretraining_config`'s two."""
+  return tiny_bert_config(vocab_size, hidden_size=32, num_hidden_layers=1,
+                          max_position_embeddings=SEQ, dropout=dropout)
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +64,7 @@ def overfit(tmp_path, files, vocab_size, steps):
   return before, after
 
 
+@pytest.mark.slow
 def test_a_small_model_overfits_generated_records(tmp_path, records):
   files, vocab_size = records
   before, after = overfit(tmp_path, files, vocab_size, steps=160)
@@ -63,6 +74,7 @@ def test_a_small_model_overfits_generated_records(tmp_path, records):
   assert after["masked_lm_loss"] < before["masked_lm_loss"] - 1.5
 
 
+@pytest.mark.slow
 def test_a_small_model_overfits_real_text_with_the_uncased_vocab(tmp_path):
   text = shared_data("corpus/sample_text.txt")
   vocab = shared_data("vocab/bert-base-uncased-vocab.txt")
@@ -90,13 +102,14 @@ def uninterrupted(tmp_path_factory, records):
   """
   files, vocab_size = records
   # Dropout on: the random state must resume too.
-  config = tiny_pretraining_config(vocab_size, dropout=0.1)
+  config = one_layer_config(vocab_size, dropout=0.1)
   initial = BertPretrainer(config).get_weights()
   trainer = resumable_run(tmp_path_factory.mktemp("straight"), config, "iterator", initial)
   trainer.train(pretraining_dataset_fn(files, 8), 10)
   return config, initial, trainer.model.get_weights()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data_checkpointing", ["iterator", "skip"])
 def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, uninterrupted,
                                                   data_checkpointing):
@@ -122,6 +135,7 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path, records, uninterrupt
   assert resumed.train(pretraining_dataset_fn(files, 8), 10) == {}
 
 
+@pytest.mark.slow
 def test_a_run_moved_with_its_input_resumes_to_the_same_weights(tmp_path, records,
                                                                 uninterrupted):
   """The checkpointed input position names the input files; moved, it cannot be restored, and
@@ -151,7 +165,7 @@ def test_a_run_moved_with_its_input_resumes_to_the_same_weights(tmp_path, record
 
 def test_accumulating_micro_batches_equals_one_large_batch(tmp_path):
   files = write_full_records(str(tmp_path / "full.tfrecord"), 64, vocab_size=50)
-  config = tiny_pretraining_config(50)
+  config = one_layer_config(50)
   initial = BertPretrainer(config).get_weights()
   weights, logs = [], []
   for steps in (1, 4):
@@ -171,7 +185,7 @@ def test_accumulating_micro_batches_equals_one_large_batch(tmp_path):
 def test_a_batch_that_does_not_split_into_micro_batches_is_an_error(tmp_path, records):
   files, vocab_size = records
   # The config's batch splits (the config refuses one that does not); the dataset's does not.
-  trainer = make_trainer(tmp_path, tiny_pretraining_config(vocab_size),
+  trainer = make_trainer(tmp_path, one_layer_config(vocab_size),
                          tiny_engine(gradient_accumulation_steps=3, train_batch_size=9))
   with pytest.raises(ValueError, match="does not split into gradient_accumulation_steps=3"):
     trainer.train(pretraining_dataset_fn(files, 8), 2)
@@ -181,7 +195,7 @@ def test_a_batch_that_does_not_split_into_micro_batches_is_an_error(tmp_path, re
 
 def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, records):
   files, vocab_size = records
-  trainer = make_trainer(tmp_path, tiny_pretraining_config(vocab_size),
+  trainer = make_trainer(tmp_path, one_layer_config(vocab_size),
                          tiny_engine(save_checkpoints_steps=2))
 
   def poisoned(outputs, labels):
@@ -204,7 +218,7 @@ def test_a_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, re
 
 def test_evaluate_counts_every_example_and_predict_keeps_their_order(tmp_path, records):
   files, vocab_size = records
-  trainer = make_trainer(tmp_path, tiny_pretraining_config(vocab_size), tiny_engine())
+  trainer = make_trainer(tmp_path, one_layer_config(vocab_size), tiny_engine())
   num_examples = sum(1 for _ in tf.data.TFRecordDataset(files))
   batch = [b for b in range(24, 48) if num_examples % b != 0][0]  # the last batch is partial
   results = trainer.evaluate(pretraining_dataset_fn(files, batch, is_training=False))
@@ -227,7 +241,7 @@ def test_evaluate_counts_every_example_and_predict_keeps_their_order(tmp_path, r
 def test_mixed_precision_trains_with_float32_master_weights(tmp_path, records, dtype, kernels):
   # As accelerator users run it: XLA on, dropout on, each kernel backend.
   files, vocab_size = records
-  trainer = make_trainer(tmp_path, tiny_pretraining_config(vocab_size, dropout=0.1),
+  trainer = make_trainer(tmp_path, one_layer_config(vocab_size, dropout=0.1),
                          tiny_engine(dtype=dtype, enable_xla=True, kernels=kernels))
   assert trainer.model.compute_dtype == dtype
   before = [v.numpy() for v in trainer.model.trainable_variables]
@@ -295,7 +309,7 @@ def test_a_traced_step_imports_nothing(tmp_path, monkeypatch, kernels):
   """AutoGraph cannot convert importlib's frozen code: an import inside the traced step (a lookup
   of the kernels' module, say) would put a "could not transform" warning in every run's log."""
   vocab_size = 40
-  trainer = make_trainer(tmp_path / "run", tiny_pretraining_config(vocab_size),
+  trainer = make_trainer(tmp_path / "run", one_layer_config(vocab_size),
                          tiny_engine(kernels=kernels, steps_per_loop=1, log_steps=1), num_steps=1)
   traced_imports = []
   real_import = importlib.import_module
