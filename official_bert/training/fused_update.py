@@ -33,8 +33,8 @@ class FusedUpdate(updates.CopiesUpdate):
 
   def __init__(self, optimizer, variables, clip_norm, dtype):
     super().__init__(optimizer, variables, clip_norm, dtype)
-    self._norm = tf.function(self._rest_norm, jit_compile=True)
-    self._rest = tf.function(self._apply_rest, jit_compile=True)
+    self._norm = tf.function(self._rest_norm, jit_compile=True, autograph=False)
+    self._rest = tf.function(self._apply_rest, jit_compile=True, autograph=False)
 
   @staticmethod
   def supports(optimizer, dtype):

@@ -99,7 +99,7 @@ class CompiledUpdate(Update):
 
   def __init__(self, *args, **kwargs):
     super().__init__(*args, **kwargs)
-    self._apply = tf.function(self._apply, jit_compile=True)
+    self._apply = tf.function(self._apply, jit_compile=True, autograph=False)
 
 
 class CopiesUpdate(Update):
@@ -118,7 +118,7 @@ class CopiesUpdate(Update):
     # The form of the norm that XLA's CPU backend reduces quickly.
     super().__init__(optimizer, variables, clip_norm, 1, ops.kernels("cpu_xla").global_norm)
     self.copies = weight_copies.WeightCopies(self.variables, dtype)
-    self._compiled = tf.function(self._apply_from_copies, jit_compile=True)
+    self._compiled = tf.function(self._apply_from_copies, jit_compile=True, autograph=False)
 
   def reading(self):
     return self.copies.reading()
