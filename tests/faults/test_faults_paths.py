@@ -269,6 +269,7 @@ def _classify(files, output_dir, **config):
                   data_dir=str(files["sst2"]), max_seq_length=16, do_train=True)
 
 
+@pytest.mark.slow  # three runs of the driver, two of them training runs
 def test_overwrite_output_dir_deletes_only_what_the_package_wrote(files, tmp_path):
   output_dir = tmp_path / "out"
   _classify(files, output_dir)
