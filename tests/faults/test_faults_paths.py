@@ -234,6 +234,10 @@ _REFUSALS = {
         lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
                    f"--export_dir={f['finetuned']}/export"],
         r"--export_dir=\S+ lies inside --model_dir="),
+    "build_vocab-input_missing": (
+        lambda f: ["build_vocab.py", f"--input_file={file_uri(f['root'] / 'missing.txt')}",
+                   f"--output_file={file_uri(f['root'] / 'vocab_out.txt')}"],
+        r"missing.txt': no such file"),
     # A folder or a file system no tool can use: named in one line before training.
     "classifier-export_unwritable": (
         lambda f: _classifier(f, f"--output_dir={f['root']}/out",
@@ -258,7 +262,7 @@ _REFUSALS = {
 @pytest.fixture(scope="module")
 def refusals(files, tmp_path_factory):
   """Every case of `_REFUSALS` run by its tool, all in one process (`run_tools`: one
-  TensorFlow import, not seventeen), with the user's folder before and after."""
+  TensorFlow import, not eighteen), with the user's folder before and after."""
   # A folder this process cannot write and a file where a folder is asked (it must keep "keep").
   files = dict(files, read_only=_read_only_folder(files["root"]))
   (files["root"] / "a_file").write_text("keep")
