@@ -150,6 +150,7 @@ def _limit_file_size(limit):
   return limit_it
 
 
+@pytest.mark.slow  # a later run of create_pretraining_data.py than test_pretraining_pipeline's
 def test_a_full_disk_for_the_buckets_is_one_line_and_leaves_nothing(marked, tmp_path):
   output = tmp_path / "out" / "train.tfrecord"
   result = subprocess.run(
