@@ -245,6 +245,7 @@ def test_original_squad_model_predicts_as_the_original_forward_pass(files, tmp_p
       assert np.min(np.abs(end[context] - entry["end_logit"])) < 1e-5
 
 
+@pytest.mark.slow  # a resumed training run of the driver; the restore is unit-tested below
 def test_training_resumes_an_original_output_dir_at_its_global_step(files, tmp_path):
   write_original(tmp_path, original_weights(num_labels=2), step=3)
   results = _run(classification.ClassificationTask, files, tmp_path, task_name="SST-2",

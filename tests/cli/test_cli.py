@@ -1,6 +1,7 @@
 """The command-line tools: installed commands, the original scripts, and the environment."""
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -74,29 +75,63 @@ def test_the_tools_give_xla_512_bit_vectors_on_avx512_and_keep_the_users_own_wid
       "--xla_cpu_prefer_vector_width=512", "3.0"]
 
 
-def test_importing_the_tools_defines_no_flag_and_define_flags_defines_each_tools_own():
-  tools = sorted(_scripts().values())
-  # TensorFlow defines flags of its own when imported.
-  code = ("import importlib; from absl import flags; import tensorflow; "
-          "before = set(flags.FLAGS); "
-          f"tools = [importlib.import_module(t.split(':')[0]) for t in {tools!r}]; "
-          "print(len(set(flags.FLAGS) - before)); "
-          "tool = importlib.import_module('official_bert.cli.run_squad'); tool.define_flags(); "
-          "print(flags.FLAGS['max_seq_length'].default, 'doc_stride' in flags.FLAGS)")
-  assert _imported(code) == ["0", "384", "True"]
+_HELP_FLAGS = {
+    "build_vocab": ["--input_file", "--vocab_size", "--[no]verbose"],
+    "shuffle_records": ["--input_file", "--bucket_size_mb", "--random_seed"],
+    "run_classifier": ["--task_name", "--init_checkpoint", "--dtype", "--learning_rate"]}
+
+# One process: first the tools are imported (TensorFlow defines flags of its own when imported;
+# a tool defines its own only in `define_flags`), then each tool's `run()` on `--help`, one after
+# another (as `testing.run_tools` runs tools, keeping what the help prints on stdout).
+_HELP = """
+import contextlib, importlib, io, json, sys
+from absl import app, flags
+import tensorflow
+app.define_help_flags()
+before = set(flags.FLAGS)
+tools = [importlib.import_module(t.split(":")[0]) for t in json.loads(sys.argv[1])]
+done = {"new flags on import": len(set(flags.FLAGS) - before)}
+importlib.import_module("official_bert.cli.run_squad").define_flags()
+done["run_squad"] = [flags.FLAGS["max_seq_length"].default, "doc_stride" in flags.FLAGS]
+for name in set(flags.FLAGS) - before:
+  delattr(flags.FLAGS, name)
+for tool in sys.argv[2:]:
+  sys.argv, stdout = [tool + ".py", "--help"], io.StringIO()
+  try:
+    with contextlib.redirect_stdout(stdout):
+      importlib.import_module("official_bert.cli." + tool).run()
+    status = 0
+  except SystemExit as end:
+    status = end.code if isinstance(end.code, int) else int(end.code is not None)
+  for name in set(flags.FLAGS) - before:
+    delattr(flags.FLAGS, name)
+  flags.FLAGS.unparse_flags()
+  done[tool] = [status, stdout.getvalue()]
+print(json.dumps(done))
+"""
 
 
-@pytest.mark.parametrize("tool, flags", [
-    ("build_vocab", ["--input_file", "--vocab_size", "--[no]verbose"]),
-    ("shuffle_records", ["--input_file", "--bucket_size_mb", "--random_seed"]),
-    ("run_classifier", ["--task_name", "--init_checkpoint", "--dtype", "--learning_rate"])])
-def test_help_lists_the_tools_own_flags_and_exits_0(tool, flags):
-  result = subprocess.run([sys.executable, str(REPOSITORY / f"{tool}.py"), "--help"],
-                          capture_output=True, text=True, timeout=120, check=False,
+@pytest.fixture(scope="module")
+def helps():
+  tools = json.dumps(sorted(_scripts().values()))
+  result = subprocess.run([sys.executable, "-c", _HELP, tools, *_HELP_FLAGS], cwd=REPOSITORY,
+                          capture_output=True, text=True, timeout=300, check=False,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert result.returncode == 0, result.stderr[-2000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_tools_defines_no_flag_and_define_flags_defines_each_tools_own(helps):
+  assert helps["new flags on import"] == 0
+  assert helps["run_squad"] == [384, True]
+
+
+@pytest.mark.parametrize("tool", _HELP_FLAGS)
+def test_help_lists_the_tools_own_flags_and_exits_0(helps, tool):
+  status, stdout = helps[tool]
+  assert status == 0, stdout[-2000:]
   # The tool's own flags come first, then those it shares with other tools.
-  assert (result.stdout.index(f"official_bert.cli.{tool}:")
-          < result.stdout.index("official_bert.cli.launch:"))
-  for flag in flags:
-    assert f"  {flag}:" in result.stdout, flag
+  assert (stdout.index(f"official_bert.cli.{tool}:")
+          < stdout.index("official_bert.cli.launch:"))
+  for flag in _HELP_FLAGS[tool]:
+    assert f"  {flag}:" in stdout, flag

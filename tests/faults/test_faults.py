@@ -91,6 +91,7 @@ def _classify(tiny, output_dir, task_name="SST-2", max_seq_length=16, do_train=T
 # === The output folder ===
 
 
+@pytest.mark.slow  # five training runs of the driver on one folder
 def test_a_folder_made_for_another_run_is_refused_and_the_same_run_resumes(tiny, tmp_path):
   output_dir = tmp_path / "out"
   _classify(tiny, output_dir)

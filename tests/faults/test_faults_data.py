@@ -226,6 +226,7 @@ def _truncate(path):
   path.write_bytes(data[:len(data) // 2 + 40])
 
 
+@pytest.mark.slow  # a resumed training run; the fallback alone is checked by the next test
 def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(trained, model_dir, caplog):
   (data,) = model_dir.glob("ckpt-6.data-*")
   _truncate(data)

@@ -297,10 +297,28 @@ _FLAG_ERRORS = {
 }
 
 
+def _broken_folders(directory):
+  """A model folder whose weights file is cut short, and a Hugging Face folder whose config is
+  not JSON: (model folder, its weights file, the Hugging Face folder)."""
+  model_dir = directory / "model"
+  save_model_dir(BertClassifier(_config(), 2), model_dir,
+                 vocab_file=_vocab(directory / "vocab.txt"), do_lower_case=True,
+                 max_seq_length=16)
+  weights = model_dir / "model.weights.h5"
+  weights.write_bytes(weights.read_bytes()[:1000])
+  hf = directory / "hf"
+  hf.mkdir()
+  (hf / "config.json").write_text('{"model_type": "bert", "vocab_size": 40,, }')
+  (hf / "model.safetensors").write_bytes(b"")
+  _vocab(hf / "vocab.txt")
+  return model_dir, weights, hf
+
+
 @pytest.fixture(scope="module")
-def flag_errors(tmp_path_factory):
-  """`run_classifier.py` on each command line of `_FLAG_ERRORS`, all in one process (`run_tools`:
-  absl parses each as the script would)."""
+def tool_errors(tmp_path_factory):
+  """`run_classifier.py` on each command line of `_FLAG_ERRORS`, then `export_saved_model.py` on
+  two broken folders, all in one process (`run_tools`: absl parses each as the script would;
+  `export_saved_model.py` runs alone in test_export.py)."""
   directory = tmp_path_factory.mktemp("flag_errors")
   commands = []
   for args, _ in _FLAG_ERRORS.values():
@@ -308,12 +326,19 @@ def flag_errors(tmp_path_factory):
     if not args:  # the missing required flag
       given = given[:2]
     commands.append(["run_classifier.py", *given, *args])
-  return dict(zip(_FLAG_ERRORS, run_tools(commands, directory)))
+  model_dir, weights, hf = _broken_folders(directory)
+  commands += [
+      ["export_saved_model.py", f"--model_dir={model_dir}", f"--export_dir={directory / 'e1'}"],
+      ["export_saved_model.py", f"--model_dir={hf}", "--do_lower_case",
+       f"--export_dir={directory / 'e2'}"]]
+  results = run_tools(commands, directory)
+  return {"flags": dict(zip(_FLAG_ERRORS, results)), "export": results[len(_FLAG_ERRORS):],
+          "weights": weights, "hf": hf}
 
 
 @pytest.mark.parametrize("case", _FLAG_ERRORS)
-def test_a_flag_error_is_one_line_with_exit_status_2(flag_errors, case):
-  assert_one_line_error(flag_errors[case], *_FLAG_ERRORS[case][1])
+def test_a_flag_error_is_one_line_with_exit_status_2(tool_errors, case):
+  assert_one_line_error(tool_errors["flags"][case], *_FLAG_ERRORS[case][1])
 
 
 @pytest.fixture
@@ -340,22 +365,11 @@ def test_a_damaged_or_mismatched_weights_file_is_the_users_error(model_dir):
     load_model_dir(model_dir)
 
 
-@pytest.mark.slow
-def test_export_of_a_broken_folder_is_one_line_with_exit_status_2(model_dir, tmp_path):
-  weights = model_dir / "model.weights.h5"
-  weights.write_bytes(weights.read_bytes()[:1000])
-  hf = tmp_path / "hf"
-  hf.mkdir()
-  (hf / "config.json").write_text('{"model_type": "bert", "vocab_size": 40,, }')
-  (hf / "model.safetensors").write_bytes(b"")
-  _vocab(hf / "vocab.txt")
-  # Both runs in one process (`run_tools`); `export_saved_model.py` runs alone in test_export.py.
-  broken, bad_json = run_tools([
-      ["export_saved_model.py", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'export1'}"],
-      ["export_saved_model.py", f"--model_dir={hf}", "--do_lower_case",
-       f"--export_dir={tmp_path / 'export2'}"]], tmp_path)
-  assert_one_line_error(broken, f"{weights}: cannot be read as Keras weights")
-  assert_one_line_error(bad_json, f"{hf / 'config.json'}: not valid JSON at line 1, column 41")
+def test_export_of_a_broken_folder_is_one_line_with_exit_status_2(tool_errors):
+  broken, bad_json = tool_errors["export"]
+  assert_one_line_error(broken, f"{tool_errors['weights']}: cannot be read as Keras weights")
+  assert_one_line_error(bad_json,
+                        f"{tool_errors['hf'] / 'config.json'}: not valid JSON at line 1, column 41")
 
 
 # === 6. Messages of the library ===

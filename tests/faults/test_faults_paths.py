@@ -234,13 +234,38 @@ _REFUSALS = {
         lambda f: ["export_saved_model.py", f"--model_dir={f['finetuned']}",
                    f"--export_dir={f['finetuned']}/export"],
         r"--export_dir=\S+ lies inside --model_dir="),
+    "build_vocab-input_missing": (
+        lambda f: ["build_vocab.py", f"--input_file={file_uri(f['root'] / 'missing.txt')}",
+                   f"--output_file={file_uri(f['root'] / 'vocab_out.txt')}"],
+        r"missing.txt': no such file"),
+    # A folder or a file system no tool can use: named in one line before training.
+    "classifier-export_unwritable": (
+        lambda f: _classifier(f, f"--output_dir={f['root']}/out",
+                              f"--export_dir={f['read_only']}/export"),
+        r"^error: --export_dir=\S+/export cannot be written: \S+ is read-only for this user\. "
+        r"Choose another --export_dir\.$"),
+    "classifier-output_out_of_reach": (
+        lambda f: _classifier(f, "--output_dir=nosuch://bucket/out"),
+        r"^error: --output_dir=nosuch://bucket/out cannot be reached: File system scheme "
+        r"'nosuch' not implemented"),
+    "classifier-data_out_of_reach": (
+        lambda f: [*_fine_tuning(f), "--task_name=SST-2", "--data_dir=nosuch://bucket/glue",
+                   f"--output_dir={f['root']}/out"],
+        r"^error: --data_dir=nosuch://bucket/glue cannot be reached"),
+    "classifier-output_is_a_file": (
+        lambda f: _classifier(f, f"--output_dir={f['root']}/a_file"),
+        r"^error: --output_dir=\S+/a_file is an existing file; it names a folder to write\. "
+        r"Choose another --output_dir\.$"),
 }
 
 
 @pytest.fixture(scope="module")
 def refusals(files, tmp_path_factory):
   """Every case of `_REFUSALS` run by its tool, all in one process (`run_tools`: one
-  TensorFlow import, not thirteen), with the user's folder before and after."""
+  TensorFlow import, not eighteen), with the user's folder before and after."""
+  # A folder this process cannot write and a file where a folder is asked (it must keep "keep").
+  files = dict(files, read_only=_read_only_folder(files["root"]))
+  (files["root"] / "a_file").write_text("keep")
   before = _snapshot(files["root"])
   results = run_tools([command(files) for command, _ in _REFUSALS.values()],
                       tmp_path_factory.mktemp("tools"))
@@ -269,6 +294,7 @@ def _classify(files, output_dir, **config):
                   data_dir=str(files["sst2"]), max_seq_length=16, do_train=True)
 
 
+@pytest.mark.slow  # three runs of the driver, two of them training runs
 def test_overwrite_output_dir_deletes_only_what_the_package_wrote(files, tmp_path):
   output_dir = tmp_path / "out"
   _classify(files, output_dir)
@@ -415,31 +441,6 @@ def test_an_output_that_cannot_be_written_is_named_before_any_work(tmp_path, mon
                        "executing an HTTP request: libcurl code 6 .*'Could not resolve hostname'"
                        r"\. Check the path, the network"):
       paths.check_run_paths(*((flags, {}) if "vocab" in next(iter(flags)) else ({}, flags)))
-
-
-def test_a_tool_names_an_unusable_folder_in_one_line_before_training(files, tmp_path):
-  result = _tool(*_classifier(files, f"--output_dir={tmp_path / 'out'}",
-                              f"--export_dir={_read_only_folder(tmp_path)}/export"))
-  assert re.fullmatch(r"error: --export_dir=\S+/export cannot be written: \S+ is read-only for "
-                      r"this user\. Choose another --export_dir\.", _refused(result))
-  assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.slow
-def test_a_tool_names_a_file_system_out_of_reach_in_one_line(files, tmp_path):
-  a_file = tmp_path / "a_file"
-  a_file.write_text("keep")
-  output, data, folder = map(_refused, run_tools([  # one process for the three
-      _classifier(files, "--output_dir=nosuch://bucket/out"),
-      [*_fine_tuning(files), "--task_name=SST-2", "--data_dir=nosuch://bucket/glue",
-       f"--output_dir={tmp_path / 'out'}"],
-      _classifier(files, f"--output_dir={a_file}")], tmp_path))
-  assert output.startswith("error: --output_dir=nosuch://bucket/out cannot be reached: File "
-                           "system scheme 'nosuch' not implemented")
-  assert data.startswith("error: --data_dir=nosuch://bucket/glue cannot be reached")
-  assert folder == (f"error: --output_dir={a_file} is an existing file; it names a folder to "
-                    "write. Choose another --output_dir.")
-  assert a_file.read_text() == "keep"
 
 
 # === 5. Damaged state files in the output folder ===

@@ -91,6 +91,7 @@ def test_layer_matches_full_tokenizer_on_real_text(do_lower_case):
   assert assert_agreement(vocab_file, do_lower_case, texts) > 4500
 
 
+@pytest.mark.slow  # a heavyweight comparison: both tokenizers on 290,000 texts, twice
 def test_disagreements_on_all_assigned_code_points_are_only_icu_case_gaps(tmp_path):
   """Checks every code point assigned in Python's Unicode 14, inside and at the end of a word.
 
