@@ -280,15 +280,21 @@ def make_trainer(model_dir, config, engine, learning_rate=1e-3, num_steps=100, w
 
 
 def train_tiny_pretrainer(strategy_name, directory, records, initial, vocab_size, steps=3,
-                          global_batch=8, dropout=0.0, return_trainer=False, **engine_changes):
+                          global_batch=8, dropout=0.0, return_trainer=False, config=None,
+                          **engine_changes):
   """Trains `steps` steps of a tiny pre-trainer from `initial` weights (None: the strategy's own
   initialisation) under a strategy, XLA on, and evaluates and predicts 13 records.
+
+  Args:
+    config: the pre-trainer's `BertConfig`; default `tiny_pretraining_config(vocab_size,
+      dropout=dropout)`.
 
   Returns:
     (initial weights, trained weights, eval results, NSP predictions), and the trainer when
     `return_trainer`.
   """
-  trainer = make_trainer(directory, tiny_pretraining_config(vocab_size, dropout=dropout),
+  config = config or tiny_pretraining_config(vocab_size, dropout=dropout)
+  trainer = make_trainer(directory, config,
                          tiny_engine(distribution_strategy=strategy_name, log_steps=1,
                                      enable_xla=True, **engine_changes),
                          initial_weights=initial)

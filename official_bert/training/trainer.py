@@ -342,11 +342,13 @@ class Trainer:
     def step(i, sums, more):
       del more
       element = iterator.get_next_as_optional()
-      sums = tf.cond(element.has_value(), lambda: tf.nest.map_structure(
-          tf.add, sums, self._first_replica(
-              self.strategy.run(self._replica_eval_step, args=element.get_value()))),
-                     lambda: sums)
-      return i + 1, sums, element.has_value()
+
+      def add():
+        logs = self._first_replica(
+            self.strategy.run(self._replica_eval_step, args=element.get_value()))
+        return tf.nest.map_structure(tf.add, sums, logs)
+
+      return i + 1, tf.cond(element.has_value(), add, lambda: sums), element.has_value()
 
     _, sums, _ = tf.while_loop(lambda i, sums, more: tf.logical_and(i < steps, more), step,
                                (tf.constant(0), self._zeros(), tf.constant(True)))

@@ -24,6 +24,7 @@ from testing import (
   start_script,
   tiny_bert_config,
   tiny_engine,
+  train_tiny_pretrainer,
   write_full_records,
 )
 
@@ -91,13 +92,9 @@ def _mirrored_main(directory):
   initial = BertPretrainer(_config()).get_weights()
   arrays = {}
   for name in ("one_device", "mirrored"):
-    trainer = _trainer(name, os.path.join(directory, name), initial)
-    trainer.train(pretraining_dataset_fn(records, GLOBAL_BATCH), STEPS)
-    weights = trainer.model.get_weights()
-    eval_fn = pretraining_dataset_fn(records, GLOBAL_BATCH, is_training=False)
-    results = trainer.evaluate(lambda context, eval_fn=eval_fn: eval_fn(context).unbatch().take(
-        13).batch(context.get_per_replica_batch_size(GLOBAL_BATCH) if context else GLOBAL_BATCH))
-    predictions = trainer.predict(eval_fn)["next_sentence_logits"]
+    _, weights, results, predictions = train_tiny_pretrainer(
+        name, os.path.join(directory, name), records, initial, VOCAB, steps=STEPS,
+        global_batch=GLOBAL_BATCH, config=_config())
     arrays.update({f"{name}/weight{i}": w for i, w in enumerate(weights)})
     arrays[f"{name}/examples"] = results.pop("examples")
     arrays[f"{name}/eval"] = [results[key] for key in sorted(results)]
@@ -149,7 +146,8 @@ def _worker_main(directory, index):
   write_full_records(records, 64, VOCAB)  # the same records on both machines
   # The strategy gives both workers worker 0's initial weights. Only training is compared: no
   # evaluation or prediction to compile.
-  trainer = _trainer("multi_worker_mirrored", os.path.join(directory, "model"), None, DROPOUT)
+  trainer = make_trainer(os.path.join(directory, "model"), _config(DROPOUT), tiny_engine(
+      distribution_strategy="multi_worker_mirrored", log_steps=1, enable_xla=True))
   np.savez(os.path.join(directory, f"worker{index}_initial.npz"), *trainer.model.get_weights())
   trainer.train(pretraining_dataset_fn(records, GLOBAL_BATCH), STEPS)
   np.savez(os.path.join(directory, f"worker{index}.npz"), *trainer.model.get_weights())
@@ -161,13 +159,6 @@ def _config(dropout=0.0):
   return tiny_bert_config(VOCAB, hidden_size=32, num_hidden_layers=1,
                           max_position_embeddings=SEQ, dropout=dropout)
 
-
-def _trainer(strategy_name, directory, initial, dropout=0.0):
-  """A trainer of `_config()` from `initial` weights (None: the strategy's own initialisation)
-  under a strategy, XLA on, logging every step (as `testing.train_tiny_pretrainer`'s)."""
-  return make_trainer(directory, _config(dropout), tiny_engine(
-      distribution_strategy=strategy_name, log_steps=1, enable_xla=True),
-      initial_weights=initial)
 
 
 if __name__ == "__main__":
