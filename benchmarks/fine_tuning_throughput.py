@@ -7,9 +7,10 @@ length 128, so that only the training step is timed, between two progress report
 * `ours`: as the engine chooses for the dtype (`official_bert.training.accelerators`: XLA and
   the `cpu_xla` kernels for float32, no XLA and the `cpu_onednn` kernels for bfloat16);
 * `ours_xla` (XLA, `cpu_xla`), `ours_xla_stock` (XLA, `stock`) and `ours_graph` (no XLA,
-  `cpu_onednn`) force one path; `ours_compiled_elementwise` is `ours` with the compiled XLA
-  programs instead of the fused element-wise kernels (`official_bert.ops.bfloat16_elementwise`)
-  in bfloat16.
+  `cpu_onednn`) force one path; `ours_compiled_update` is `ours` with the compiled XLA update
+  instead of the fused AdamW kernel (`official_bert.ops.adam_update`) in bfloat16, and
+  `ours_compiled_elementwise` with the compiled XLA programs instead of the fused element-wise
+  kernels (`official_bert.ops.bfloat16_elementwise`).
 
 FLOPs are the encoder's matrix products, three times the forward pass's (`throughput.py`); the
 peak of each dtype is the best oneDNN `tf.matmul` of two 4096 x 4096 matrices of that dtype,
@@ -41,7 +42,8 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
 flags.DEFINE_integer("steps", 4, "Steps per timed window.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "Dtypes to time: float32, bfloat16.")
 flags.DEFINE_list("variants", ["ours"],
-                  "ours, ours_xla, ours_xla_stock, ours_graph, ours_compiled_elementwise (see the "
+                  "ours, ours_xla, ours_xla_stock, ours_graph, ours_compiled_update, "
+                  "ours_compiled_elementwise (see the "
                   "module docstring).")
 flags.DEFINE_integer("repeats", 2, "Timed windows per row; the best counts.")
 FLAGS = flags.FLAGS
@@ -65,6 +67,7 @@ def main(_):
                 "ours_xla": functools.partial(ours, xla=True, kernels="cpu_xla"),
                 "ours_xla_stock": functools.partial(ours, xla=True, kernels="stock"),
                 "ours_graph": functools.partial(ours, xla=False, kernels="cpu_onednn"),
+                "ours_compiled_update": functools.partial(ours, xla=None, fused_update=False),
                 "ours_compiled_elementwise": functools.partial(ours, xla=None,
                                                                fused_elementwise=False)}
     runners = {variant: builders[variant]() for variant in FLAGS.variants}
