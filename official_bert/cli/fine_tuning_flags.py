@@ -26,6 +26,7 @@ from absl import flags
 
 from official_bert.cli import engine_flags
 from official_bert.configs import BertConfig
+from official_bert.export.formats import FORMATS, PRECISIONS, check_export_settings
 from official_bert.tasks import driver, experiment
 from official_bert.tasks.base import Modes
 
@@ -72,7 +73,16 @@ def define_fine_tuning_flags():
                      "E.g., 0.1 = 10% of training.")
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
   flags.DEFINE_string("export_dir", None,
-                      "If set, export the fine-tuned model as a serving SavedModel here.")
+                      "If set, export the fine-tuned model for serving here: a SavedModel "
+                      "folder, or the .tflite / .onnx file of --export_format.")
+  flags.DEFINE_enum("export_format", "saved_model", list(FORMATS),
+                    "What --export_dir gets: saved_model (a SavedModel folder: raw text, token "
+                    "ids, tf.Examples in), litert (one .tflite file with the tokenizer inside, "
+                    "raw text in; the litert extra) or onnx (one .onnx file, token ids in; the "
+                    "onnx extra), as export_saved_model.py --format writes them.")
+  flags.DEFINE_enum("export_precision", "float32", list(PRECISIONS),
+                    "For --export_format=litert|onnx: float32, or int8 (dynamic: int8 weights of "
+                    "the matrix products, activations quantized per call).")
   define_output_folder_flags()
   engine_flags.define_engine_flags()
   engine_flags.define_tpu_flags()
@@ -132,12 +142,21 @@ def experiment_config_from_flags(task_config):
   Args:
     task_config: the task's node (`experiment.TaskConfig` subclass), built by the script.
   """
+  # The export flags first, before any file is read: they are the user's flags to fix.
+  check_export_settings(FLAGS.export_format, FLAGS.export_precision,
+                        has_export_dir=bool(FLAGS.export_dir))
   return experiment.ExperimentConfig(
       task=task_config, trainer=trainer_config_from_flags(),
       runtime=engine_flags.runtime_config_from_flags(),
       model=model_config_from_flags(), output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
-      overwrite_output_dir=FLAGS.overwrite_output_dir)
+      overwrite_output_dir=FLAGS.overwrite_output_dir, export_format=FLAGS.export_format,
+      export_precision=FLAGS.export_precision)
+
+
+def output_file_flags():
+  """The output flags that name a file: `--export_dir` of a one-file `--export_format`."""
+  return ["export_dir"] if FLAGS.export_format != "saved_model" else []
 
 
 def run_task_from_flags(task_config):

@@ -42,7 +42,7 @@ def is_user_error(error):
   return os.path.abspath(raising_file).startswith(_PACKAGE_DIR + os.sep)
 
 
-def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
+def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None, output_files=None):
   """Runs a tool as an absl program, with `--verbose` beside the tool's own flags.
 
   Args:
@@ -53,6 +53,8 @@ def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
     passes_on: for a tool that hands the arguments absl does not know to another parser (Apache
       Beam's pipeline options): `passes_on(argv)` says whether this command line does; then they
       go to `work(rest)` instead of being refused.
+    output_files: `output_files()`, called once the flags are parsed, names the `outputs` that
+      are files whatever their names (`--export_dir` of a one-file export format).
   """
   flags.DEFINE_bool("verbose", False,
                     "Show the full traceback of an error in the input (bad data, flags or "
@@ -66,7 +68,8 @@ def launch(work, required_flags=(), *, inputs=(), outputs=(), passes_on=None):
                  "--name=value (see --help)")
     try:
       paths.check_run_paths({name: FLAGS[name].value for name in inputs},
-                            {name: FLAGS[name].value for name in outputs})
+                            {name: FLAGS[name].value for name in outputs},
+                            files=output_files() if output_files else ())
       if passing:
         work(argv[1:])
       else:

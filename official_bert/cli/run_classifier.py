@@ -81,7 +81,8 @@ def run():
   launch(main, fine_tuning_flags.REQUIRED_FLAGS,
          inputs=fine_tuning_flags.INPUT_FLAGS + ["data_dir", "train_file", "dev_file",
                                                  "test_file"],
-         outputs=fine_tuning_flags.OUTPUT_FLAGS)
+         outputs=fine_tuning_flags.OUTPUT_FLAGS,
+         output_files=fine_tuning_flags.output_file_flags)
 
 
 if __name__ == "__main__":

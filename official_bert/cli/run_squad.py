@@ -81,7 +81,8 @@ def run():
   define_flags()
   launch(main, fine_tuning_flags.REQUIRED_FLAGS,
          inputs=fine_tuning_flags.INPUT_FLAGS + ["train_file", "predict_file"],
-         outputs=fine_tuning_flags.OUTPUT_FLAGS)
+         outputs=fine_tuning_flags.OUTPUT_FLAGS,
+         output_files=fine_tuning_flags.output_file_flags)
 
 
 if __name__ == "__main__":

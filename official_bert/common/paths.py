@@ -228,13 +228,15 @@ def check_writable(name, path, *, is_file=False):
     raise _unreachable(name, path, error) from None
 
 
-def check_run_paths(inputs, outputs):
+def check_run_paths(inputs, outputs, files=()):
   """Everything `check_apart`, `check_outputs_apart` and `check_writable` check, for a run.
 
   Args:
     inputs: `{flag name: path}` of what the run reads (None values are skipped).
-    outputs: `{flag name: path}` of what it writes; a name ending in `_file` is a file, any
-      other a folder.
+    outputs: `{flag name: path}` of what it writes; a name ending in `_file` or listed in
+      `files` is a file, any other a folder.
+    files: names of `outputs` that are files whatever their name (`--export_dir` of a one-file
+      export format).
 
   Raises:
     PathConflictError, UnusablePathError: one line naming the flags.
@@ -244,4 +246,4 @@ def check_run_paths(inputs, outputs):
   check_outputs_apart(outputs)
   for name, value in outputs.items():
     for path in _split(value):
-      check_writable(name, path, is_file=name.endswith("_file"))
+      check_writable(name, path, is_file=name.endswith("_file") or name in files)

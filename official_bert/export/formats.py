@@ -24,6 +24,7 @@ Example:
 '.tflite'
 """
 
+import dataclasses
 import importlib.util
 import os
 
@@ -196,6 +197,61 @@ def _writer(format):  # pylint: disable=redefined-builtin
   # Imported only now: each needs its format's optional packages.
   from official_bert.export import litert, onnx  # pylint: disable=import-outside-toplevel
   return {"litert": litert, "onnx": onnx}[format]
+
+
+def check_export_settings(format, precision, *, has_export_dir):  # pylint: disable=redefined-builtin
+  """Refuses an export format or precision that is unknown or does not go together.
+
+  The settings of a run's export (`ExperimentConfig.export_format`, `export_precision`; the
+  scripts' `--export_format`, `--export_precision`), checked with the config.
+
+  Args:
+    format: one of `FORMATS`.
+    precision: one of `PRECISIONS`; `int8` is for `litert` and `onnx`.
+    has_export_dir: whether the run exports at all.
+
+  Raises:
+    FormatError: one line naming the setting.
+  """
+  if format not in FORMATS:
+    raise FormatError(f"--export_format must be one of {', '.join(FORMATS)}, got {format!r}.")
+  if precision not in PRECISIONS:
+    raise FormatError(f"--export_precision must be one of {', '.join(PRECISIONS)}, got "
+                      f"{precision!r}.")
+  if format == "saved_model" and precision != "float32":
+    raise FormatError("--export_precision=int8 is for --export_format=litert|onnx; a SavedModel "
+                      "is exported in the dtype the model was trained in.")
+  if not has_export_dir and (format, precision) != ("saved_model", "float32"):
+    raise FormatError("--export_format and --export_precision need --export_dir: the file to "
+                      "export to.")
+
+
+def check_export_target(path, format, precision, kind=None):  # pylint: disable=redefined-builtin
+  """Refuses, before any work, an export of a run that could not be written.
+
+  Args:
+    path: the `.tflite` or `.onnx` file a run exports to (a SavedModel folder is checked by
+      `archive.check_export_dir`).
+    format: `litert` or `onnx`.
+    precision: one of `PRECISIONS`.
+    kind: the kind of the model to export, when known.
+
+  Raises:
+    FormatError: the format's packages are missing, or it cannot express the kind's signature.
+    ExportFileError: the file is taken (see `check_output_file`; an earlier export of this
+      package is replaced).
+  """
+  check_precision(precision)
+  writer = _writer(format)
+  if kind is not None:
+    writer.check_kind(_KindOnly(kind))
+  check_output_file(path, format, True, writer.is_ours)
+
+
+@dataclasses.dataclass(frozen=True)
+class _KindOnly:
+  """What `check_kind` reads of a `ModelInfo`."""
+  kind: str
 
 
 def check_precision(precision):

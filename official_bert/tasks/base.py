@@ -168,7 +168,8 @@ class Task(abc.ABC):
 
   # === Before any work ===
 
-  def validate(self, modes, init_checkpoint=None, *, output_dir=None, export_dir=None):
+  def validate(self, modes, init_checkpoint=None, *, output_dir=None, export_dir=None,
+               export_format="saved_model"):
     """Checks everything that can be checked before training; reads what the run needs.
 
     Subclasses call this first, then read and check their splits, so that a bad dev file or an
@@ -181,8 +182,9 @@ class Task(abc.ABC):
         `do_lower_case` when it names the casing of a released model.
       output_dir: the run's output folder (what an earlier run left there may matter).
       export_dir: where the run exports, or None.
+      export_format: the export's format (`ExperimentConfig.export_format`).
     """
-    del output_dir, export_dir  # for the tasks that read them
+    del output_dir, export_dir, export_format  # for the tasks that read them
     unsupported = [mode for mode in modes.names() if mode not in self.supported_modes]
     if unsupported:
       raise ValueError(f"The {self.name} task cannot {' or '.join(unsupported)}: it supports "
@@ -346,15 +348,29 @@ class Task(abc.ABC):
     `extra`."""
     return {}
 
-  def save(self, model, output_dir, export_dir=None):
-    """Saves the model folder in `output_dir` (and the SavedModel in `export_dir`); returns
-    the paths written. Called on the chief after training, or to export."""
+  def save(self, model, output_dir, export_dir=None, *, export_format="saved_model",
+           export_precision="float32"):
+    """Saves the model folder in `output_dir` (and the export in `export_dir`); returns the
+    paths written. Called on the chief after training, or to export.
+
+    Args:
+      model: the trained model.
+      output_dir: the run's output folder, where the model folder goes.
+      export_dir: the SavedModel folder, or the `.tflite` / `.onnx` file, to export to; None for
+        no export.
+      export_format: `saved_model`, `litert` or `onnx` (`ExperimentConfig.export_format`).
+      export_precision: `float32`, or `int8` for `litert` and `onnx`.
+    """
     config = self.config
     save_model_dir(model, output_dir, vocab_file=config.vocab_file,
                    do_lower_case=config.do_lower_case, max_seq_length=config.max_seq_length,
                    **self.model_folder_fields())
     if not export_dir:
       return [output_dir]
+    if export_format != "saved_model":
+      # Written from the saved folder, as export_saved_model.py --format writes it.
+      return [output_dir, export.export_model_dir_as(output_dir, export_dir, format=export_format,
+                                                     precision=export_precision, overwrite=True)]
     # A model trained in bfloat16 is served in bfloat16, one trained in float32 in float32.
     return [export.export_model_dir(output_dir, export_dir, overwrite=True,
                                     dtype=export.trained_dtype(model))]

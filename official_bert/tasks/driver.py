@@ -38,8 +38,9 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert.checkpoints import check_init_checkpoint, restore_task_weights, resume
-from official_bert.common import file_io, tfrecord_errors
+from official_bert.common import file_io, registry, tfrecord_errors
 from official_bert.common.errors import UserError
+from official_bert.export import formats
 from official_bert.tasks import (  # the package's tasks register their configs (base.register)
   base,
   classification,  # noqa: F401
@@ -132,7 +133,7 @@ def run(task, config, modes):
   init_checkpoint = (check_init_checkpoint(config.init_checkpoint) if config.init_checkpoint
                      else None)
   task.validate(modes, init_checkpoint, output_dir=config.output_dir,
-                export_dir=config.export_dir)
+                export_dir=config.export_dir, export_format=config.export_format)
   # As validated: what the task found (feature extraction's model and vocabulary) is recorded.
   config = dataclasses.replace(config, task=task.config, model=task.bert_config)
   config.log()
@@ -177,6 +178,11 @@ def run_fingerprint(task, config):
 
 def _run_steps(task, config, modes, init_checkpoint):
   runner = Runner(task, config, train=modes.train, init_checkpoint=init_checkpoint)
+  if config.export_dir and config.export_format != "saved_model" and runner.is_chief:
+    # The model's kind is known now, still before any work: a format that cannot express its
+    # signature stops the run here, not after training.
+    formats.check_export_target(config.export_dir, config.export_format,
+                                config.export_precision, kind=registry.kind_of(runner.model))
   if not modes.train and not runner.head_restored:
     task.untrained(config.output_dir)
   written = []
@@ -202,7 +208,11 @@ def _run_steps(task, config, modes, init_checkpoint):
       written.append(runner.write_eval_results(scores))
       results.update(scores)
   if (modes.train or config.export_dir) and runner.is_chief:
-    written += task.save(runner.model, config.output_dir, config.export_dir)
+    # Passed only when set: a task written before them overrides `save` without them.
+    settings = {name: getattr(config, name) for name, default in
+                (("export_format", "saved_model"), ("export_precision", "float32"))
+                if getattr(config, name) != default}
+    written += task.save(runner.model, config.output_dir, config.export_dir, **settings)
   logging.info("***** Summary *****  %s, step %d; %s; wrote %s", task.name, runner.global_step,
                "; ".join(task.summary) or "no data read", ", ".join(written) or "nothing")
   return results

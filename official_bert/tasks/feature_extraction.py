@@ -280,7 +280,8 @@ class FeatureExtractionTask(base.Task):
     super().__init__(config, bert_config)
     self.examples = self.features = self.layer_indexes = None
 
-  def validate(self, modes, init_checkpoint=None, *, export_dir=None, **paths):
+  def validate(self, modes, init_checkpoint=None, *, export_dir=None, export_format="saved_model",
+               **paths):
     """Checks the options and `export_dir`, reads the config, the vocabulary and the whole
     input, and packs it, before the encoder is built."""
     config = self.config
@@ -288,6 +289,10 @@ class FeatureExtractionTask(base.Task):
       raise ValueError(f"pooling must be one of {POOLINGS} or None, got {config.pooling!r}")
     if not init_checkpoint:
       raise ValueError(_NEEDS_CHECKPOINT)
+    if export_format != "saved_model":
+      raise ValueError(f"Feature extraction exports its encoder as a SavedModel; for "
+                       f"export_format={export_format}, export the model folder of "
+                       f"{os.fspath(init_checkpoint)} with export_saved_model.py --format.")
     if export_dir:
       # Before the long part: a taken export_dir would otherwise fail only at the end.
       archive.check_export_dir(export_dir, overwrite=False)
@@ -368,11 +373,11 @@ class FeatureExtractionTask(base.Task):
                  time.perf_counter() - start)
     return None, [output_file]
 
-  def save(self, model, output_dir, export_dir=None):
+  def save(self, model, output_dir, export_dir=None, **export_settings):
     """Exports the encoder to `export_dir` (raw text or token ids in; `sequence_output`,
     `pooled_output` and `encoder_outputs` out, like TF Hub's BERT encoders; see
     `official_bert.export.export_encoder`); writes nothing in `output_dir`."""
-    del output_dir
+    del output_dir, export_settings  # a SavedModel: `validate` refused the other formats
     if not export_dir:
       return []
     config = self.config

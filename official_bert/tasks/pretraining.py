@@ -141,9 +141,10 @@ class PretrainingTask(base.Task):
         vocab_size=self.bert_config.vocab_size,
         type_vocab_size=self.bert_config.type_vocab_size)
 
-  def save(self, model, output_dir, export_dir=None):
-    """Exports `output_dir/pretrained/`, the folder fine-tuning takes as `--init_checkpoint`."""
-    del export_dir
+  def save(self, model, output_dir, export_dir=None, **export_settings):
+    """Exports `output_dir/pretrained/`, the folder fine-tuning takes as `--init_checkpoint`
+    (export it for serving with export_saved_model.py)."""
+    del export_dir, export_settings
     path = os.path.join(output_dir, EXPORT_DIR)
     export_pretrained_dir(model, self.bert_config, path, self.config.vocab_file,
                           tf1=self.config.export_tf1)

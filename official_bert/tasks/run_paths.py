@@ -4,8 +4,9 @@ The scripts check every path flag against every other (`official_bert.common.pat
 `official_bert.cli.launch`); a run started from Python gets the same check here for the folders
 of its `ExperimentConfig`: `output_dir` and `export_dir` apart from `init_checkpoint` and from
 each other, both writable, and `export_dir` free for an export (absent, empty, or an earlier
-export of ours: `official_bert.export.archive`), so that a taken export folder stops the run
-before training, not after it.
+export of ours: `official_bert.export.archive`; for `export_format=litert|onnx`, a file that is
+absent or an earlier export of ours, with the format's packages installed), so that a taken
+export stops the run before training, not after it.
 
 Example:
 
@@ -24,7 +25,7 @@ Choose another --output_dir.
 """
 
 from official_bert.common import paths
-from official_bert.export import archive
+from official_bert.export import archive, formats
 
 
 def check_run_folders(config, *, resumes):
@@ -40,6 +41,11 @@ def check_run_folders(config, *, resumes):
   """
   outputs = {"output_dir": config.output_dir if resumes else None,
              "export_dir": config.export_dir}
-  paths.check_run_paths({"init_checkpoint": config.init_checkpoint}, outputs)
-  if config.export_dir:
+  one_file = config.export_format != "saved_model"
+  paths.check_run_paths({"init_checkpoint": config.init_checkpoint}, outputs,
+                        files=["export_dir"] if one_file else [])
+  if config.export_dir and one_file:
+    formats.check_export_target(config.export_dir, config.export_format,
+                                config.export_precision)
+  elif config.export_dir:
     archive.check_export_dir(config.export_dir, overwrite=True)

@@ -204,3 +204,13 @@ def test_export_script_refuses_a_foreign_file_in_one_line(exports):
   errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
   assert len(errors) == 1 and "not written by this package" in errors[0], result.stderr
   assert foreign.read_bytes() == b"not ours"
+
+
+def test_a_runs_export_target_is_checked_for_the_kind_and_the_file(tmp_path):
+  with pytest.raises(FormatError, match="span_labeler.*--format=onnx"):
+    formats.check_export_target(str(tmp_path / "squad.tflite"), "litert", "float32",
+                                kind="span_labeler")
+  with pytest.raises(ExportFileError, match="must name the .onnx file"):
+    formats.check_export_target(str(tmp_path / "model.tflite"), "onnx", "int8")
+  formats.check_export_target(str(tmp_path / "squad.onnx"), "onnx", "int8", kind="span_labeler")
+  assert not os.listdir(tmp_path)

@@ -294,6 +294,11 @@ _FLAG_ERRORS = {
     "not_a_boolean": (["--do_train=flase"], ["flag --do_train=flase: 'flase' is not a boolean"]),
     "stray_argument": (["stray"], ["unexpected argument(s) stray"]),
     "missing": ([], ["Flag --output_dir must have a value other than None"]),
+    "export_format_without_export_dir": (["--export_format=onnx"],
+                                         ["--export_format and --export_precision need "
+                                          "--export_dir"]),
+    "int8_saved_model": (["--export_dir=served", "--export_precision=int8"],
+                         ["--export_precision=int8 is for --export_format=litert|onnx"]),
 }
 
 

@@ -425,3 +425,65 @@ def test_the_original_tpu_flags_are_accepted_and_the_original_checks_stop_a_misu
   assert "Cannot use sequence length 256" in completed.stderr
   assert not (tmp_path / "misuse_output").exists()
   assert_no_scheme_folders(tmp_path)
+
+
+# === --export_format: the run's export in another format ===
+
+def test_a_run_exports_the_onnx_file_it_is_given_and_it_serves_the_saved_model(sentiment,
+                                                                               tmp_path):
+  import onnxruntime  # the `onnx` extra, which dev.py installs
+
+  from official_bert.checkpoints import load_model_dir
+
+  output_dir, onnx_file = tmp_path / "out", tmp_path / "served" / "sentiment.onnx"
+  _run_classifier(config=_config(output_dir, num_train_epochs=0.08, export_dir=str(onnx_file),
+                                 export_format="onnx"),
+                  bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
+                  task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24,
+                  do_train=True)
+  assert sorted(os.listdir(onnx_file.parent)) == ["sentiment.onnx"]
+  saved = json.loads((output_dir / "experiment_config.json").read_text())
+  assert (saved["export_format"], saved["export_precision"]) == ("onnx", "float32")
+
+  ids = np.random.default_rng(0).integers(5, 40, (3, 24)).astype(np.int32)
+  inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+            "input_type_ids": np.zeros_like(ids)}
+  served, = onnxruntime.InferenceSession(str(onnx_file)).run(["logits"], inputs)
+  model, _ = load_model_dir(output_dir)
+  np.testing.assert_allclose(served, model(inputs, training=False)["logits"], atol=1e-4)
+
+
+def test_an_export_the_run_could_not_write_stops_it_before_training(sentiment, tmp_path):
+  from official_bert.export import ExportFileError
+
+  output_dir, taken = tmp_path / "out", tmp_path / "taken.onnx"
+  taken.write_bytes(b"someone else's model")
+  with pytest.raises(ExportFileError, match="taken.onnx exists and was not written by this "
+                     "package"):
+    _run_classifier(config=_config(output_dir, export_dir=str(taken), export_format="onnx",
+                                   export_precision="int8"),
+                    bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
+                    task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24,
+                    do_train=True)
+  assert taken.read_bytes() == b"someone else's model"
+  assert not tf.io.gfile.glob(str(output_dir / "ckpt-*"))
+
+
+@pytest.mark.slow
+def test_the_script_exports_a_litert_file_and_the_same_command_again_replaces_it(tmp_path):
+  from official_bert.export import litert
+
+  command, env = _readme_command(tmp_path)
+  tflite = tmp_path / "served" / "mrpc.tflite"
+  command += f" --export_dir={file_uri(tflite)} --export_format=litert"
+  sizes = []
+  for _ in range(2):  # the second run resumes at its last step and exports again
+    completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    sizes.append(tflite.stat().st_size)
+  assert sizes[0] == sizes[1] and os.listdir(tflite.parent) == ["mrpc.tflite"]
+  runner = litert.load_interpreter(model_path=str(tflite)).get_signature_runner()
+  probabilities = runner(text_a=np.array(["the cat sat"], dtype=object),
+                         text_b=np.array(["a dog ran"], dtype=object))
+  assert np.asarray(probabilities["probabilities"]).shape == (1, 2)
