@@ -84,6 +84,21 @@ def onnx_files(model, info, seq, calibration, workdir):
   return files
 
 
+def openvino_job(model, info, seq, workdir, calibration_batches=2):
+  """What `openvino_serving.py` reads of the classifier: its float32 ONNX file, the calibration
+  batches (as `rows` makes them), and ids with the Keras model's float32 logits on them."""
+  path = os.path.join(workdir, "classifier-openvino.onnx")
+  formats.write_file(path, onnx.convert(model, info, max_seq_length=seq))
+  calibration = os.path.join(workdir, "calibration.npz")
+  np.savez(calibration, **{f"{name}_{i}": value for i in range(calibration_batches)
+                           for name, value in _inputs(4, seq, model.config.vocab_size,
+                                                      seed=100 + i).items()})
+  check = _inputs(4, seq, model.config.vocab_size)
+  return {"onnx": path, "calibration": calibration, "vocab_size": model.config.vocab_size,
+          "check": {name: value.tolist() for name, value in check.items()},
+          "reference": model(check, training=False)["logits"].numpy().tolist()}
+
+
 def rows(model, info, seq, batches, calls, seconds, workdir, formats_timed=("litert", "onnx"),
          calibration_batches=2):
   """One row per (format, precision, batch): `{model, dtype, batch, rate, p50?, p99?, first,

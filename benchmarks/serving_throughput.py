@@ -37,12 +37,16 @@ printed below the table.
 LiteRT file and as an ONNX file in ONNX Runtime, in float32 and int8 (dynamic, and calibrated
 static), and, with `--torch_python` (whose environment also has onnx and onnxruntime), the
 Hugging Face `BertModel` on the same weights exported to ONNX and run by ONNX Runtime in float32
-and dynamic int8 (`hf_onnx_serving.py`). Their GFLOP/s column counts the same products; int8 rows
-give no share of a peak.
+and dynamic int8 (`hf_onnx_serving.py`). `--formats=openvino` adds the classifier's ONNX file in
+OpenVINO, in float32, with its bfloat16 hint, and quantized to int8 by NNCF on calibration batches,
+in a process of `--openvino_python` (an environment with `openvino` and `nncf`:
+`openvino_serving.py`). Their GFLOP/s column counts the same products; int8 rows give no share of
+a peak.
 
     python benchmarks/serving_throughput.py --configs=bert_base --seq_lengths=128 \
         --batch_sizes=8 --kinds=classifier --signatures=serve_token_ids --xla=off \
-        --formats=litert,onnx --torch_python=/path/to/venv/bin/python
+        --formats=litert,onnx,openvino --torch_python=/path/to/venv/bin/python \
+        --openvino_python=/path/to/openvino-venv/bin/python
 """
 
 import os
@@ -52,6 +56,7 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -90,7 +95,11 @@ flags.DEFINE_enum("server_onednn", "default", ["default", "on", "off"],
                   "TF_ENABLE_ONEDNN_OPTS unset there, as in a server started without it (on for "
                   "CPUs with VNNI, AVX512-BF16 or AMX); 'on' or 'off' sets it to 1 or 0.")
 flags.DEFINE_list("formats", [], "Also time the classifier as LiteRT and ONNX files "
-                  "(format_serving.py), and Hugging Face through ONNX Runtime.")
+                  "(format_serving.py), and Hugging Face through ONNX Runtime; 'openvino' its "
+                  "ONNX file in OpenVINO, float32 and NNCF's int8 (openvino_serving.py).")
+flags.DEFINE_string("openvino_python", None,
+                    "Python of an environment with openvino and nncf for --formats=openvino; "
+                    "default: this Python if it has them.")
 flags.DEFINE_integer("latency_calls", 50, "Calls at batch 1 for p50 and p99.")
 flags.DEFINE_float("seconds", 3.0, "Timed seconds per throughput cell (at least two calls).")
 flags.DEFINE_string("vocab_file", "../shared/data/vocab/bert-base-uncased-vocab.txt",
@@ -233,11 +242,34 @@ def torch_rows(encoder, batches, seq, seconds, workdir):
                               "check_ids": CHECK_IDS, "seconds": seconds})
 
 
+OPENVINO_SCRIPT = pathlib.Path(__file__).resolve().parent / "openvino_serving.py"
+
+
+def openvino_rows(model, batches, seq, calls, seconds, workdir, common, notes):
+  """The classifier's ONNX file in OpenVINO (`openvino_serving.py`), in a process of
+  `--openvino_python`; no rows, and a note, without such a Python."""
+  python = FLAGS.openvino_python
+  if python is None and all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
+    python = sys.executable
+  if python is None:
+    notes.append("OpenVINO rows left out: no Python with openvino and nncf (--openvino_python).")
+    return []
+  job = dict(format_serving.openvino_job(model, model_info(model), seq, workdir), calls=calls,
+             seconds=seconds, cells=[{"batch": batch, "seq": seq} for batch in batches])
+  answer = hf_bridge.run_torch(python, OPENVINO_SCRIPT, job)
+  notes.append(f"OpenVINO {answer['versions']['openvino']}, NNCF {answer['versions']['nncf']} "
+               f"(int8 calibrated in {answer['quantize_s']:.0f} s)")
+  return [dict(cell, **common, xla=None, signature="token ids", peak=None)
+          for cell in answer["cells"]]
+
+
 def format_rows(model, batches, seq, calls, seconds, workdir, common, notes):
   """The rows of `--formats`: ours as LiteRT and ONNX files, Hugging Face through ONNX Runtime."""
   found = [dict(row, **common, xla=None, signature="token ids", peak=None)
            for row in format_serving.rows(model, model_info(model), seq, batches, calls, seconds,
                                           workdir, FLAGS.formats)]
+  if "openvino" in FLAGS.formats:
+    found += openvino_rows(model, batches, seq, calls, seconds, workdir, common, notes)
   python = hf_bridge.find_torch_python(FLAGS.torch_python)
   if python is None:
     return found
