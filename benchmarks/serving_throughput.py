@@ -248,14 +248,15 @@ OPENVINO_SCRIPT = pathlib.Path(__file__).resolve().parent / "openvino_serving.py
 def openvino_rows(model, batches, seq, calls, seconds, workdir, common, notes):
   """The classifier's ONNX file in OpenVINO (`openvino_serving.py`), in a process of
   `--openvino_python`; no rows, and a note, without such a Python."""
+  job = dict(format_serving.openvino_job(model, model_info(model), seq, workdir), calls=calls,
+             seconds=seconds, cells=[{"batch": batch, "seq": seq} for batch in batches])
   python = FLAGS.openvino_python
   if python is None and all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
     python = sys.executable
   if python is None:
-    notes.append("OpenVINO rows left out: no Python with openvino and nncf (--openvino_python).")
+    notes.append(f"OpenVINO rows left out: no Python with openvino and nncf (--openvino_python) "
+                 f"to run {os.path.basename(job['onnx'])}.")
     return []
-  job = dict(format_serving.openvino_job(model, model_info(model), seq, workdir), calls=calls,
-             seconds=seconds, cells=[{"batch": batch, "seq": seq} for batch in batches])
   answer = hf_bridge.run_torch(python, OPENVINO_SCRIPT, job)
   notes.append(f"OpenVINO {answer['versions']['openvino']}, NNCF {answer['versions']['nncf']} "
                f"(int8 calibrated in {answer['quantize_s']:.0f} s)")
