@@ -12,7 +12,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import results  # noqa: E402  (a module of benchmarks/, not of the package)
 
 # The scripts that answer their caller in JSON instead of printing a table.
-_HELPERS = {"torch_serving.py", "hf_onnx_serving.py", "torch_pretraining.py",
+_HELPERS = {"torch_serving.py", "hf_onnx_serving.py", "openvino_serving.py", "torch_pretraining.py",
             "torch_convergence.py"}
 
 
