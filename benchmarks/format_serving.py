@@ -21,16 +21,10 @@ import functools
 import os
 
 import numpy as np
-from serving_common import onnx_runtime_variants, time_calls
+from serving_common import onnx_runtime_variants, time_calls, token_id_inputs
 import tensorflow as tf
 
 from official_bert.export import formats, litert, onnx
-
-
-def _inputs(batch, seq, vocab_size, seed=0):
-  ids = np.random.default_rng(seed).integers(5, vocab_size, (batch, seq)).astype(np.int32)
-  return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-          "input_type_ids": np.zeros_like(ids)}
 
 
 def litert_files(model, seq, calibration):
@@ -91,9 +85,9 @@ def openvino_job(model, info, seq, workdir, calibration_batches=2):
   formats.write_file(path, onnx.convert(model, info, max_seq_length=seq))
   calibration = os.path.join(workdir, "calibration.npz")
   np.savez(calibration, **{f"{name}_{i}": value for i in range(calibration_batches)
-                           for name, value in _inputs(4, seq, model.config.vocab_size,
+                           for name, value in token_id_inputs(4, seq, model.config.vocab_size,
                                                       seed=100 + i).items()})
-  check = _inputs(4, seq, model.config.vocab_size)
+  check = token_id_inputs(4, seq, model.config.vocab_size)
   return {"onnx": path, "calibration": calibration, "vocab_size": model.config.vocab_size,
           "check": {name: value.tolist() for name, value in check.items()},
           "reference": model(check, training=False)["logits"].numpy().tolist()}
@@ -117,17 +111,18 @@ def rows(model, info, seq, batches, calls, seconds, workdir, formats_timed=("lit
   """
   import onnxruntime  # pylint: disable=import-outside-toplevel
 
-  calibration = [_inputs(4, seq, model.config.vocab_size, seed=100 + i)
+  calibration = [token_id_inputs(4, seq, model.config.vocab_size, seed=100 + i)
                  for i in range(calibration_batches)]
   results = []
-  reference = model(_inputs(4, seq, model.config.vocab_size), training=False)["logits"].numpy()
+  check = token_id_inputs(4, seq, model.config.vocab_size)
+  reference = model(check, training=False)["logits"].numpy()
   litert_timed = litert_files(model, seq, calibration) if "litert" in formats_timed else ()
   for precision, content in litert_timed:
     runner = litert.load_interpreter(model_content=content,
                                      num_threads=os.cpu_count()).get_signature_runner()
-    error = np.abs(runner(**_inputs(4, seq, model.config.vocab_size))["logits"] - reference).max()
+    error = np.abs(runner(**check)["logits"] - reference).max()
     for batch in batches:
-      inputs = _inputs(batch, seq, model.config.vocab_size)
+      inputs = token_id_inputs(batch, seq, model.config.vocab_size)
       results.append(dict(time_calls(functools.partial(runner, **inputs), batch, seconds, calls),
                           model="classifier LiteRT", dtype=precision, batch=batch,
                           error=float(error)))
@@ -135,10 +130,10 @@ def rows(model, info, seq, batches, calls, seconds, workdir, formats_timed=("lit
   onnx_timed = onnx_files(model, info, seq, calibration, workdir) if "onnx" in formats_timed else {}
   for (variant, precision), path in onnx_timed.items():
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    error = np.abs(session.run(["logits"], _inputs(4, seq, model.config.vocab_size))[0]
+    error = np.abs(session.run(["logits"], check)[0]
                    - reference).max()
     for batch in batches:
-      inputs = _inputs(batch, seq, model.config.vocab_size)
+      inputs = token_id_inputs(batch, seq, model.config.vocab_size)
       results.append(dict(time_calls(functools.partial(session.run, ["logits"], inputs), batch,
                                      seconds, calls),
                           model=f"classifier ORT{variant}", dtype=precision, batch=batch,

@@ -26,15 +26,9 @@ import time
 import nncf
 import numpy as np
 import openvino
-from serving_common import time_calls
+from serving_common import time_calls, token_id_inputs
 
 _NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-
-
-def _inputs(batch, seq, vocab_size, seed=0):
-  ids = np.random.default_rng(seed).integers(5, vocab_size, (batch, seq)).astype(np.int32)
-  return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
-          "input_type_ids": np.zeros_like(ids)}
 
 
 def _compiled(core, model, batch, seq, hint):
@@ -70,7 +64,7 @@ def main():
                          - reference).max())
     for cell in job["cells"]:
       request = _compiled(core, model, cell["batch"], cell["seq"], hint)
-      inputs = _inputs(cell["batch"], cell["seq"], job["vocab_size"])
+      inputs = token_id_inputs(cell["batch"], cell["seq"], job["vocab_size"])
       timed = time_calls(lambda r=request, x=inputs: r.infer(x), cell["batch"], job["seconds"],
                          job["calls"])
       cells.append(dict(cell, **timed, model="classifier OpenVINO", dtype=precision,

@@ -12,6 +12,14 @@ import time
 import numpy as np
 
 
+def token_id_inputs(batch, seq, vocab_size, seed=0):
+  """Random int32 token ids `[batch, seq]` (above the special tokens) with a full mask, by the
+  names of the package's `serve_token_ids` inputs."""
+  ids = np.random.default_rng(seed).integers(5, vocab_size, (batch, seq)).astype(np.int32)
+  return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+          "input_type_ids": np.zeros_like(ids)}
+
+
 def time_calls(call, batch, seconds, calls=None):
   """Times `call()`, one request of `batch` sequences that waits for its answer.
 

@@ -24,7 +24,6 @@ Example:
 '.tflite'
 """
 
-import dataclasses
 import importlib.util
 import os
 
@@ -226,7 +225,7 @@ def check_export_settings(format, precision, *, has_export_dir):  # pylint: disa
                       "export to.")
 
 
-def check_export_target(path, format, precision, kind=None):  # pylint: disable=redefined-builtin
+def check_export_target(path, format, precision):  # pylint: disable=redefined-builtin
   """Refuses, before any work, an export of a run that could not be written.
 
   Args:
@@ -234,24 +233,24 @@ def check_export_target(path, format, precision, kind=None):  # pylint: disable=
       `archive.check_export_dir`).
     format: `litert` or `onnx`.
     precision: one of `PRECISIONS`.
-    kind: the kind of the model to export, when known.
 
   Raises:
-    FormatError: the format's packages are missing, or it cannot express the kind's signature.
+    FormatError: the format's packages are missing.
     ExportFileError: the file is taken (see `check_output_file`; an earlier export of this
       package is replaced).
   """
   check_precision(precision)
   writer = _writer(format)
-  if kind is not None:
-    writer.check_kind(_KindOnly(kind))
   check_output_file(path, format, True, writer.is_ours)
 
 
-@dataclasses.dataclass(frozen=True)
-class _KindOnly:
-  """What `check_kind` reads of a `ModelInfo`."""
-  kind: str
+def check_kind(format, kind):  # pylint: disable=redefined-builtin
+  """Refuses a model kind whose signatures `format` (`litert` or `onnx`) cannot express.
+
+  Raises:
+    FormatError: one line naming the kind and a format that can.
+  """
+  _writer(format).check_kind(kind)
 
 
 def check_precision(precision):
@@ -281,7 +280,7 @@ def export_task_model_as(model, info, path, *, format, max_seq_length=None,  # p
   """
   check_precision(precision)
   writer = _writer(format)
-  writer.check_kind(info)
+  writer.check_kind(info.kind)
   check_output_file(path, format, overwrite, writer.is_ours)
   max_seq_length = max_seq_length or info.max_seq_length or 128
   if do_lower_case is None:

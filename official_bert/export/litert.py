@@ -46,16 +46,16 @@ _KINDS = (BertClassifier.kind, BertTokenClassifier.kind, BertEncoder.kind, BertP
 _MAX_BYTES_PER_WORD = 4 * tokenization.MAX_INPUT_CHARS_PER_WORD
 
 
-def check_kind(info):
+def check_kind(kind):
   """Refuses a kind whose raw-text signature LiteRT cannot express.
 
   Raises:
     formats.FormatError: a span labeler (its answer is cut from the context with string ops
       LiteRT has no kernel for) or a multiple-choice model.
   """
-  if info.kind not in _KINDS:
+  if kind not in _KINDS:
     raise formats.FormatError(
-        f"--format=litert cannot express the raw-text signature of a {info.kind} model (LiteRT "
+        f"--format=litert cannot express the raw-text signature of a {kind} model (LiteRT "
         "has no kernels for its string work); export it with --format=onnx (token ids) or "
         "--format=saved_model.")
 
@@ -238,7 +238,7 @@ def convert(model, info, *, max_seq_length, do_lower_case, precision="float32"):
     precision: `float32`, or `int8`: LiteRT's dynamic-range quantization (int8 weights of the
       products, activations quantized per call by XNNPACK).
   """
-  check_kind(info)
+  check_kind(info.kind)
   if info.vocab_file is None or do_lower_case is None:
     raise ValueError(f"A LiteRT export of the {info.kind} model needs its vocab.txt and whether "
                      "it is cased (--do_lower_case).")

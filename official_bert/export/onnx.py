@@ -42,11 +42,11 @@ def _erfc_as_one_minus_erf(ctx, node, name, args):
                                 inputs=[one.output[0], node.output[0]])
 
 
-def check_kind(info):
+def check_kind(kind):
   """Refuses a kind without a `serve_token_ids` signature (every model kind has one)."""
-  if info.kind not in formats.TOKEN_ID_KINDS:
+  if kind not in formats.TOKEN_ID_KINDS:
     raise formats.FormatError(f"--format=onnx has no signature for models of kind "
-                              f"{info.kind!r}; the kinds are {', '.join(formats.TOKEN_ID_KINDS)}.")
+                              f"{kind!r}; the kinds are {', '.join(formats.TOKEN_ID_KINDS)}.")
 
 
 def convert(model, info, *, max_seq_length, precision="float32"):
@@ -62,7 +62,7 @@ def convert(model, info, *, max_seq_length, precision="float32"):
   """
   import tf2onnx  # pylint: disable=import-outside-toplevel
 
-  check_kind(info)
+  check_kind(info.kind)
   model = formats.portable_model(model)
   outputs = formats.token_id_outputs(model, info)
   shape = (None, model.num_choices, None) if info.kind == BertMultipleChoice.kind else (None, None)

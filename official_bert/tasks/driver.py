@@ -181,8 +181,7 @@ def _run_steps(task, config, modes, init_checkpoint):
   if config.export_dir and config.export_format != "saved_model" and runner.is_chief:
     # The model's kind is known now, still before any work: a format that cannot express its
     # signature stops the run here, not after training.
-    formats.check_export_target(config.export_dir, config.export_format,
-                                config.export_precision, kind=registry.kind_of(runner.model))
+    formats.check_kind(config.export_format, registry.kind_of(runner.model))
   if not modes.train and not runner.head_restored:
     task.untrained(config.output_dir)
   written = []
