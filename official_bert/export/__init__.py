@@ -5,10 +5,11 @@ A fine-tuning script ends with a model folder (`official_bert.checkpoints.save_m
 SavedModel for its kind, in float32 or bfloat16 (`dtype`, see `precision.py`). Each `export_*`
 function also takes an in-memory model directly. The signatures of every kind are listed in
 `official_bert/export/saved_model.py`. `export_model_dir_as(model_dir, path, format=...)` writes
-a LiteRT file with the tokenizer inside or an ONNX file instead (`formats.py`).
+a LiteRT file with the tokenizer inside, an ONNX file or an OpenVINO folder instead (`formats.py`).
 """
 
 from official_bert.export.formats import (
+  FOLDER_FORMATS,
   FORMATS,
   PRECISIONS,
   ExportFileError,
@@ -33,8 +34,8 @@ from official_bert.export.saved_model import (
 )
 
 __all__ = [
-    "FORMATS", "PRECISIONS", "ExportFileError", "FormatError", "export_model_dir_as",
-    "export_task_model_as",
+    "FOLDER_FORMATS", "FORMATS", "PRECISIONS", "ExportFileError", "FormatError",
+    "export_model_dir_as", "export_task_model_as",
     "SERVING_DTYPES", "default_jit_compile", "serving_dtype", "export_classifier",
     "export_encoder", "export_model_dir", "export_multiple_choice", "export_span_labeler",
     "export_task_model", "export_token_classifier", "trained_dtype",

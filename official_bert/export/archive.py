@@ -1,11 +1,12 @@
-"""Writing a `keras.export.ExportArchive` as a whole: all of the SavedModel or nothing.
+"""Writing an export folder as a whole: all of the SavedModel (a `keras.export.ExportArchive`) or
+OpenVINO IR, or nothing (`write_folder`).
 
 An export replaces its folder whole, so it is written only into a folder that is absent, empty,
 or holds an earlier export of this package and nothing else: each export carries `EXPORT_MARK`,
-which lists its entries. A folder holding anything else (the user's files, an output folder, a
-SavedModel of another tool) is refused, with or without `overwrite`. What a killed export left
-beside the folder (`<export_dir>.tmp-<host>-<pid>-*`) is removed by the next export of the same
-folder (`official_bert.common.debris`).
+which lists its entries and says what the export is. A folder holding anything else (the user's
+files, an output folder, a SavedModel of another tool) is refused, with or without `overwrite`.
+What a killed export left beside the folder (`<export_dir>.tmp-<host>-<pid>-*`) is removed by the
+next export of the same folder (`official_bert.common.debris`).
 """
 
 import json
@@ -101,18 +102,41 @@ def write_archive(archive, export_dir, overwrite=False):
   Returns:
     `export_dir`.
   """
+  def fill(staging):
+    _trace_once_for_saving(archive)
+    archive.write_out(staging, verbose=False)
+
+  write_folder(export_dir, fill, {"format": "official_bert SavedModel"}, overwrite,
+               what="the SavedModel")
+  return export_dir
+
+
+def write_folder(export_dir, fill, mark, overwrite=False, what="the export"):
+  """Writes an export folder whole: `fill(staging)` into a temporary sibling, then a rename.
+
+  Until the rename `export_dir` is absent or still holds the previous export; a failure removes
+  the temporary folder. The folder gets `EXPORT_MARK`: `mark` with the list of its entries.
+
+  Args:
+    export_dir: the folder to create (local or any `tf.io.gfile` scheme).
+    fill: `fill(staging)` writes the export's files into the folder `staging`.
+    mark: a JSON-able dict that says what the export is (`format`, ...).
+    overwrite: replace an earlier export of ours at `export_dir`.
+    what: the export, as the log line and a disk-full error name it.
+
+  Returns:
+    `export_dir`.
+  """
   check_export_dir(export_dir, overwrite)
   target = os.fspath(export_dir).rstrip("/")
   tf.io.gfile.makedirs(os.path.dirname(target) or ".")
   debris.remove_dead_temporaries(target)
   staging = file_io.temporary_name(target)
   try:
-    _trace_once_for_saving(archive)
-    archive.write_out(staging, verbose=False)
+    fill(staging)
     entries = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(staging))
     file_io.write_text(os.path.join(staging, EXPORT_MARK),
-                       json.dumps({"format": "official_bert SavedModel", "entries": entries},
-                                  indent=2) + "\n")
+                       json.dumps(dict(mark, entries=entries), indent=2) + "\n")
     if tf.io.gfile.exists(target):
       previous = file_io.temporary_name(target)
       tf.io.gfile.rename(target, previous)
@@ -121,10 +145,20 @@ def write_archive(archive, export_dir, overwrite=False):
     else:
       tf.io.gfile.rename(staging, target)
   except (OSError, tf.errors.OpError) as error:
-    file_io.raise_if_disk_full(error, f"writing the SavedModel {target} (nothing of it is kept)")
+    file_io.raise_if_disk_full(error, f"writing {what} {target} (nothing of it is kept)")
     raise
   finally:
     if tf.io.gfile.exists(staging):
       tf.io.gfile.rmtree(staging)
-  logging.info("Wrote the SavedModel %s.", target)
+  logging.info("Wrote %s %s.", what, target)
   return export_dir
+
+
+def read_mark(export_dir):
+  """The `EXPORT_MARK` of an export folder of ours, as a dict; None when it has none."""
+  try:
+    with tf.io.gfile.GFile(os.path.join(os.fspath(export_dir), EXPORT_MARK)) as f:
+      mark = json.loads(f.read())
+  except (tf.errors.NotFoundError, json.JSONDecodeError):
+    return None
+  return mark if isinstance(mark, dict) else None

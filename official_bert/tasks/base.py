@@ -349,17 +349,20 @@ class Task(abc.ABC):
     return {}
 
   def save(self, model, output_dir, export_dir=None, *, export_format="saved_model",
-           export_precision="float32"):
+           export_precision="float32", calibration=None):
     """Saves the model folder in `output_dir` (and the export in `export_dir`); returns the
     paths written. Called on the chief after training, or to export.
 
     Args:
       model: the trained model.
       output_dir: the run's output folder, where the model folder goes.
-      export_dir: the SavedModel folder, or the `.tflite` / `.onnx` file, to export to; None for
-        no export.
-      export_format: `saved_model`, `litert` or `onnx` (`ExperimentConfig.export_format`).
-      export_precision: `float32`, or `int8` for `litert` and `onnx`.
+      export_dir: the SavedModel or OpenVINO folder, or the `.tflite` / `.onnx` file, to export
+        to; None for no export.
+      export_format: `saved_model`, `litert`, `onnx` or `openvino`
+        (`ExperimentConfig.export_format`).
+      export_precision: `float32`, or `int8` for the formats other than `saved_model`.
+      calibration: the examples of `openvino` int8: a file or a list of input dicts
+        (`export.calibration`).
     """
     config = self.config
     save_model_dir(model, output_dir, vocab_file=config.vocab_file,
@@ -370,7 +373,8 @@ class Task(abc.ABC):
     if export_format != "saved_model":
       # Written from the saved folder, as export_saved_model.py --format writes it.
       return [output_dir, export.export_model_dir_as(output_dir, export_dir, format=export_format,
-                                                     precision=export_precision, overwrite=True)]
+                                                     precision=export_precision, overwrite=True,
+                                                     calibration=calibration)]
     # A model trained in bfloat16 is served in bfloat16, one trained in float32 in float32.
     return [export.export_model_dir(output_dir, export_dir, overwrite=True,
                                     dtype=export.trained_dtype(model))]

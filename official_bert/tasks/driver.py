@@ -40,7 +40,7 @@ import tensorflow as tf
 from official_bert.checkpoints import check_init_checkpoint, restore_task_weights, resume
 from official_bert.common import file_io, registry, tfrecord_errors
 from official_bert.common.errors import UserError
-from official_bert.export import formats
+from official_bert.export import calibration, formats
 from official_bert.tasks import (  # the package's tasks register their configs (base.register)
   base,
   classification,  # noqa: F401
@@ -138,6 +138,10 @@ def run(task, config, modes):
   config = dataclasses.replace(config, task=task.config, model=task.bert_config)
   config.log()
   run_paths.check_run_folders(config, resumes=task.resumes)
+  if _calibrates(config) and not config.calibration_file and not _calibration_split(task, modes):
+    raise calibration.CalibrationError(
+        "--export_precision=int8 with --export_format=openvino calibrates on examples: give "
+        "--calibration_file, or --do_eval (or --do_predict) to calibrate on that split.")
   # Only the chief writes into output_dir under multi-worker training, so only it locks.
   chief = distribution.is_chief_before_setup(config.runtime.distribution_strategy)
   lock = output_folder.OutputDirLock(config.output_dir)
@@ -162,6 +166,35 @@ def run(task, config, modes):
       lock.release()
 
 
+# The batch the default calibration examples are read in (they are used one at a time).
+_CALIBRATION_BATCH = 32
+
+
+def _calibrates(config):
+  """Whether the run's export is calibrated on examples (OpenVINO's static int8)."""
+  return (config.export_format, config.export_precision) == ("openvino", "int8")
+
+
+def _calibration_split(task, modes):
+  """The split OpenVINO's int8 calibrates on when no file is named: the first the run
+  evaluates, else the first it predicts; None when it does neither."""
+  if modes.eval and task.eval_splits():
+    return task.eval_splits()[0][0]
+  if modes.predict and task.predict_splits():
+    return task.predict_splits()[0]
+  return None
+
+
+def _calibration_examples(task, config, modes):
+  """The examples of `_calibration_split`, as the run read them."""
+  split = _calibration_split(task, modes)
+  examples = calibration.from_dataset(
+      task.build_inputs(split, config.output_dir)(_CALIBRATION_BATCH, None))
+  logging.info("The OpenVINO int8 export calibrates on %d examples of the %s split.",
+               len(examples), split)
+  return examples
+
+
 def run_fingerprint(task, config):
   """What the run's output folder is for: the config's part (`experiment.fingerprint`) with
   what the task's data adds (`Task.fingerprint`).
@@ -181,7 +214,8 @@ def _run_steps(task, config, modes, init_checkpoint):
   if config.export_dir and config.export_format != "saved_model" and runner.is_chief:
     # The model's kind is known now, still before any work: a format that cannot express its
     # signature stops the run here, not after training.
-    formats.check_kind(config.export_format, registry.kind_of(runner.model))
+    formats.check_kind(config.export_format, registry.kind_of(runner.model),
+                       config.calibration_file)
   if not modes.train and not runner.head_restored:
     task.untrained(config.output_dir)
   written = []
@@ -211,6 +245,9 @@ def _run_steps(task, config, modes, init_checkpoint):
     settings = {name: getattr(config, name) for name, default in
                 (("export_format", "saved_model"), ("export_precision", "float32"))
                 if getattr(config, name) != default}
+    if config.export_dir and _calibrates(config):
+      settings["calibration"] = config.calibration_file or _calibration_examples(task, config,
+                                                                                 modes)
     written += task.save(runner.model, config.output_dir, config.export_dir, **settings)
   logging.info("***** Summary *****  %s, step %d; %s; wrote %s", task.name, runner.global_step,
                "; ".join(task.summary) or "no data read", ", ".join(written) or "nothing")

@@ -12,7 +12,7 @@
                 which know nothing of BERT)
       model     the encoder's `BertConfig`
       output_dir, init_checkpoint, export_dir, overwrite_output_dir: where the run reads and
-                writes; export_format, export_precision: what it exports
+                writes; export_format, export_precision, calibration_file: what it exports
 
 Each tool's flags map onto the tree (`official_bert.cli`); `tasks.driver.run_experiment` runs
 one. The run logs the tree at the start and writes it into its output folder as
@@ -272,11 +272,15 @@ class ExperimentConfig:
     init_checkpoint: starting weights: an original TF1 checkpoint (prefix or folder), a model
       folder or a Hugging Face folder. None trains from scratch. Ignored when `output_dir`
       holds a checkpoint.
-    export_dir: where the trained model is exported for serving: a SavedModel folder, or the
-      `.tflite` / `.onnx` file of `export_format`; None for no export.
-    export_format: `saved_model`, `litert` (one `.tflite` file with the tokenizer inside) or
-      `onnx` (one `.onnx` file, token ids in); see `official_bert.export.formats`.
-    export_precision: `float32`, or `int8` for `litert` and `onnx` (dynamic int8).
+    export_dir: where the trained model is exported for serving: a SavedModel or OpenVINO
+      folder, or the `.tflite` / `.onnx` file of `export_format`; None for no export.
+    export_format: `saved_model`, `litert` (one `.tflite` file with the tokenizer inside),
+      `onnx` (one `.onnx` file, token ids in) or `openvino` (an OpenVINO IR folder, token ids
+      in); see `official_bert.export.formats`.
+    export_precision: `float32`, or `int8` for the other formats than `saved_model` (dynamic
+      for `litert` and `onnx`; calibrated for `openvino`).
+    calibration_file: the examples `openvino` int8 calibrates on (`export.calibration`); None
+      takes the first split the run evaluates (or else predicts).
     overwrite_output_dir: a training run deletes what earlier runs left in `output_dir` and
       starts afresh instead of resuming (see `tasks.output_folder`).
   """
@@ -291,6 +295,7 @@ class ExperimentConfig:
   overwrite_output_dir: bool = False
   export_format: str = "saved_model"
   export_precision: str = "float32"
+  calibration_file: str | None = None
 
   def __post_init__(self):
     if not self.output_dir:
@@ -299,7 +304,8 @@ class ExperimentConfig:
     from official_bert.export import formats  # pylint: disable=import-outside-toplevel
 
     formats.check_export_settings(self.export_format, self.export_precision,
-                                  has_export_dir=bool(self.export_dir))
+                                  has_export_dir=bool(self.export_dir),
+                                  calibration_file=self.calibration_file)
 
   # === JSON ===
 
@@ -312,7 +318,7 @@ class ExperimentConfig:
             "model": None if self.model is None else self.model.to_dict(),
             **{name: getattr(self, name) for name in
                ("output_dir", "init_checkpoint", "export_dir", "overwrite_output_dir",
-                "export_format", "export_precision")}}
+                "export_format", "export_precision", "calibration_file")}}
 
   @classmethod
   def from_dict(cls, values, source="the config"):

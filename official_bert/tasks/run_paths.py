@@ -5,8 +5,9 @@ The scripts check every path flag against every other (`official_bert.common.pat
 of its `ExperimentConfig`: `output_dir` and `export_dir` apart from `init_checkpoint` and from
 each other, both writable, and `export_dir` free for an export (absent, empty, or an earlier
 export of ours: `official_bert.export.archive`; for `export_format=litert|onnx`, a file that is
-absent or an earlier export of ours, with the format's packages installed), so that a taken
-export stops the run before training, not after it.
+absent or an earlier export of ours; for any format but `saved_model`, with the format's packages
+installed and the calibration file there), so that a taken export stops the run before training,
+not after it.
 
 Example:
 
@@ -41,11 +42,11 @@ def check_run_folders(config, *, resumes):
   """
   outputs = {"output_dir": config.output_dir if resumes else None,
              "export_dir": config.export_dir}
-  one_file = config.export_format != "saved_model"
+  one_file = config.export_format not in formats.FOLDER_FORMATS
   paths.check_run_paths({"init_checkpoint": config.init_checkpoint}, outputs,
                         files=["export_dir"] if one_file else [])
-  if config.export_dir and one_file:
+  if config.export_dir and config.export_format != "saved_model":
     formats.check_export_target(config.export_dir, config.export_format,
-                                config.export_precision)
+                                config.export_precision, config.calibration_file)
   elif config.export_dir:
     archive.check_export_dir(config.export_dir, overwrite=True)

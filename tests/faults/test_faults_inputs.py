@@ -299,6 +299,10 @@ _FLAG_ERRORS = {
                                           "--export_dir"]),
     "int8_saved_model": (["--export_dir=served", "--export_precision=int8"],
                          ["--export_precision=int8 is for --export_format=litert|onnx"]),
+    "calibration_without_static_int8": (["--export_dir=served.onnx", "--export_format=onnx",
+                                         "--export_precision=int8", "--calibration_file=c.txt"],
+                                        ["--calibration_file is for the openvino format "
+                                         "in int8"]),
 }
 
 

@@ -453,6 +453,50 @@ def test_a_run_exports_the_onnx_file_it_is_given_and_it_serves_the_saved_model(s
   np.testing.assert_allclose(served, model(inputs, training=False)["logits"], atol=1e-4)
 
 
+def test_a_run_exports_openvino_int8_calibrated_on_the_dev_split_it_evaluates(sentiment,
+                                                                              tmp_path, caplog):
+  import openvino  # the `openvino` extra, which dev.py installs
+
+  from official_bert.checkpoints import load_model_dir
+  from official_bert.export import archive
+
+  output_dir, served = tmp_path / "out", tmp_path / "served" / "1"
+  with caplog.at_level(logging.INFO):
+    _run_classifier(config=_config(output_dir, num_train_epochs=0.08, export_dir=str(served),
+                                   export_format="openvino", export_precision="int8"),
+                    bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
+                    task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24,
+                    do_train=True, do_eval=True)
+  # The default examples: the 200 rows of the dev split the run evaluated.
+  assert "calibrates on 200 examples of the dev split" in caplog.text
+  assert archive.read_mark(served)["precision"] == "int8"
+  compiled = openvino.Core().compile_model(str(served / "model.xml"), "CPU")
+  assert "FakeQuantize" in {op.get_type_name() for op in compiled.get_runtime_model().get_ops()
+                            } | {op.get_type_name() for op in
+                                 openvino.Core().read_model(str(served / "model.xml")).get_ops()}
+  ids = np.random.default_rng(0).integers(5, 40, (3, 24)).astype(np.int32)
+  inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+            "input_type_ids": np.zeros_like(ids)}
+  model, _ = load_model_dir(output_dir)
+  np.testing.assert_allclose(compiled(inputs)["logits"], model(inputs, training=False)["logits"],
+                             atol=0.05)
+
+
+def test_openvino_int8_without_examples_to_calibrate_on_stops_before_training(sentiment,
+                                                                              tmp_path):
+  from official_bert.export.calibration import CalibrationError
+
+  output_dir = tmp_path / "out"
+  with pytest.raises(CalibrationError, match="give --calibration_file, or --do_eval"):
+    _run_classifier(config=_config(output_dir, export_dir=str(tmp_path / "served"),
+                                   export_format="openvino", export_precision="int8"),
+                    bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
+                    task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24,
+                    do_train=True)
+  assert not tf.io.gfile.glob(str(output_dir / "ckpt-*"))
+  assert not (tmp_path / "served").exists()
+
+
 def test_an_export_the_run_could_not_write_stops_it_before_training(sentiment, tmp_path):
   from official_bert.export import ExportFileError
 
