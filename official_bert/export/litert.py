@@ -31,6 +31,7 @@ The model runs in float32 on the stock kernels (`formats.portable_model`).
 """
 
 import json
+import logging
 
 import numpy as np
 import tensorflow as tf
@@ -253,7 +254,14 @@ def convert(model, info, *, max_seq_length, do_lower_case, precision="float32"):
   converter.allow_custom_ops = True  # tensorflow-text's kernels, registered by the interpreter
   if precision == "int8":
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  flatbuffer = converter.convert()
+  # TensorFlow's converter sets the absl logger to WARNING and leaves it there: the caller's
+  # (and this package's) INFO logs would vanish for the rest of the process.
+  absl_logger = logging.getLogger("absl")
+  level = absl_logger.level
+  try:
+    flatbuffer = converter.convert()
+  finally:
+    absl_logger.setLevel(level)
   return _with_mark(flatbuffer, {"kind": info.kind, "max_seq_length": max_seq_length,
                                     "do_lower_case": bool(do_lower_case),
                                     "precision": precision})

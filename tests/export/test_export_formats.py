@@ -214,3 +214,17 @@ def test_a_runs_export_target_is_checked_for_the_kind_and_the_file(tmp_path):
   formats.check_kind("onnx", "span_labeler")
   formats.check_export_target(str(tmp_path / "squad.onnx"), "onnx", "int8")
   assert not os.listdir(tmp_path)
+
+
+def test_a_litert_export_leaves_the_callers_logging_as_it_was(exports, tmp_path, caplog):
+  # TensorFlow's converter sets the absl logger to WARNING; the export puts it back.
+  import logging  # pylint: disable=import-outside-toplevel
+
+  from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+
+  before = logging.getLogger("absl").level
+  export_model_dir_as(exports["model_dir"], tmp_path / "again.tflite", format="litert")
+  assert logging.getLogger("absl").level == before
+  with caplog.at_level(logging.INFO):
+    absl_logging.info("still heard")
+  assert "still heard" in caplog.text

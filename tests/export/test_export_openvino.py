@@ -185,3 +185,13 @@ def test_a_runs_openvino_target_is_checked_with_its_calibration_file(exports, tm
     formats.check_export_settings("openvino", "float32", has_export_dir=True,
                                   calibration_file="x.txt")
   assert not os.listdir(tmp_path)
+
+
+def test_openvino_without_its_packages_names_the_extra(monkeypatch, tmp_path):
+  real = formats.importlib.util.find_spec
+  monkeypatch.setattr(formats.importlib.util, "find_spec",
+                      lambda name: None if name == "nncf" else real(name))
+  with pytest.raises(FormatError, match=r'needs nncf, which is not installed: pip install '
+                     r'"official_bert\[openvino\]"'):
+    formats.check_export_target(str(tmp_path / "served"), "openvino", "int8")
+  assert not os.listdir(tmp_path)
