@@ -116,6 +116,28 @@ def write_vocab(path, tokens=None):
   return str(path)
 
 
+def tiny_pair_classifier_folder(root, tokens, labels, seq_length):
+  """A sentence-pair `BertClassifier` with the exact GELU, saved as a model folder in `root`.
+
+  The exact GELU is Keras' `erfc` form, which the ONNX exports (and OpenVINO, which reads their
+  graph) spell as `1 - erf`. Returns `(vocab_file, model, model_dir)`.
+  """
+  from official_bert import BertClassifier  # pylint: disable=import-outside-toplevel
+  from official_bert.checkpoints import save_model_dir  # pylint: disable=import-outside-toplevel
+  from official_bert.export import signatures  # pylint: disable=import-outside-toplevel
+
+  root = pathlib.Path(root)
+  vocab = write_vocab(root / "vocab.txt", tokens)
+  config = tiny_bert_config(len(tokens), max_position_embeddings=64, hidden_act="gelu_erf")
+  model = BertClassifier(config, num_classes=len(labels))
+  model(signatures.TextPacker(vocab, True, seq_length, ())(tf.constant(["a"]),
+                                                           tf.constant(["b"])))
+  model_dir = save_model_dir(model, root / "model", vocab_file=vocab, do_lower_case=True,
+                             max_seq_length=seq_length, labels=labels,
+                             extra={"sentence_pair": True})
+  return vocab, model, model_dir
+
+
 def tiny_tokenizer(path, tokens, do_lower_case=True):
   """A `FullTokenizer` over `tokens`, written as a vocab.txt at `path`."""
   return FullTokenizer(write_vocab(path, tokens), do_lower_case=do_lower_case)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertSpanLabeler
-from official_bert.checkpoints import model_info, save_model_dir
+from official_bert import BertSpanLabeler
+from official_bert.checkpoints import model_info
 from official_bert.export import (
   ExportFileError,
   FormatError,
@@ -30,7 +30,7 @@ from official_bert.export import (
   signatures,
 )
 
-from testing import SHARED_DATA, tiny_bert_config, write_vocab
+from testing import SHARED_DATA, tiny_bert_config, tiny_pair_classifier_folder, write_vocab
 
 pytest.importorskip("ai_edge_litert")
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -62,13 +62,7 @@ def _glue_pairs(count):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   root = tmp_path_factory.mktemp("formats")
-  vocab = write_vocab(root / "vocab.txt", VOCAB)
-  # The exact GELU: Keras computes it with `erfc`, which ONNX has no operator for.
-  config = tiny_bert_config(len(VOCAB), max_position_embeddings=64, hidden_act="gelu_erf")
-  model = BertClassifier(config, num_classes=3)
-  model(signatures.TextPacker(vocab, True, SEQ, ())(tf.constant(["a"]), tf.constant(["b"])))
-  model_dir = save_model_dir(model, root / "model", vocab_file=vocab, do_lower_case=True,
-                             max_seq_length=SEQ, labels=LABELS, extra={"sentence_pair": True})
+  vocab, model, model_dir = tiny_pair_classifier_folder(root, VOCAB, LABELS, SEQ)
   tflite = root / "model.tflite"
   subprocess.run([sys.executable, str(SCRIPT), f"--model_dir={model_dir}",
                   f"--export_dir={tflite}", "--format=litert"], check=True, timeout=300,

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertClassifier, BertSpanLabeler, tokenization
-from official_bert.checkpoints import model_info, save_model_dir
+from official_bert import BertSpanLabeler, tokenization
+from official_bert.checkpoints import model_info
 from official_bert.data import classifier_features
 from official_bert.data.classifier_data import InputExample
 from official_bert.export import (
@@ -30,7 +30,7 @@ from official_bert.export import (
   signatures,
 )
 
-from testing import assert_one_line_error, tiny_bert_config, write_vocab
+from testing import assert_one_line_error, tiny_bert_config, tiny_pair_classifier_folder
 
 openvino = pytest.importorskip("openvino")
 
@@ -61,13 +61,7 @@ def _run(path, inputs, hint="f32"):
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
   root = tmp_path_factory.mktemp("openvino")
-  vocab = write_vocab(root / "vocab.txt", VOCAB)
-  # The exact GELU, whose `erfc` the ONNX graph OpenVINO reads spells as `1 - erf`.
-  config = tiny_bert_config(len(VOCAB), max_position_embeddings=64, hidden_act="gelu_erf")
-  model = BertClassifier(config, num_classes=2)
-  model(_ids(vocab, PAIRS[:1]))
-  model_dir = save_model_dir(model, root / "model", vocab_file=vocab, do_lower_case=True,
-                             max_seq_length=SEQ, labels=LABELS, extra={"sentence_pair": True})
+  vocab, model, model_dir = tiny_pair_classifier_folder(root, VOCAB, LABELS, SEQ)
   texts = root / "calibration.txt"
   texts.write_text("".join(f"{a}\t{b}\n" if b else f"{a}\n" for a, b in PAIRS * 8))
   float32 = export_model_dir_as(model_dir, root / "float32", format="openvino")
