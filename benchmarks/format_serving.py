@@ -19,7 +19,6 @@ batch 1 latency (p50, p99) and sequences per second at the larger batches.
 
 import functools
 import os
-import time
 
 import numpy as np
 from serving_common import onnx_runtime_variants, time_calls, token_id_inputs
@@ -80,27 +79,18 @@ def onnx_files(model, info, seq, calibration, workdir):
 
 
 def openvino_job(model, info, seq, workdir, calibration_batches=2):
-  """What `openvino_serving.py` reads of the classifier: the package's OpenVINO exports
-  (`official_bert.export.openvino`) in float32 and in int8, calibrated on the sequences of the
-  calibration batches (as `rows` makes them), and ids with the Keras model's float32 logits on
-  them. Needs the `openvino` extra in this process."""
-  from official_bert.export import openvino  # pylint: disable=import-outside-toplevel
-
-  examples = [{name: value[i:i + 1] for name, value in batch.items()}
-              for batch in (token_id_inputs(4, seq, model.config.vocab_size, seed=100 + i)
-                            for i in range(calibration_batches))
-              for i in range(len(batch["input_mask"]))]
-  job = {}
-  for precision in ("float32", "int8"):
-    start = time.perf_counter()
-    job[precision] = openvino.export(model, info, os.path.join(workdir, f"openvino_{precision}"),
-                                     max_seq_length=seq, precision=precision,
-                                     examples=examples if precision == "int8" else None)
-    job[f"{precision}_export_s"] = time.perf_counter() - start
+  """What `openvino_serving.py` reads of the classifier: its float32 ONNX file, the calibration
+  batches (as `rows` makes them), and ids with the Keras model's float32 logits on them."""
+  path = os.path.join(workdir, "classifier-openvino.onnx")
+  formats.write_file(path, onnx.convert(model, info, max_seq_length=seq))
+  calibration = os.path.join(workdir, "calibration.npz")
+  np.savez(calibration, **{f"{name}_{i}": value for i in range(calibration_batches)
+                           for name, value in token_id_inputs(4, seq, model.config.vocab_size,
+                                                      seed=100 + i).items()})
   check = token_id_inputs(4, seq, model.config.vocab_size)
-  return dict(job, vocab_size=model.config.vocab_size,
-              check={name: value.tolist() for name, value in check.items()},
-              reference=model(check, training=False)["logits"].numpy().tolist())
+  return {"onnx": path, "calibration": calibration, "vocab_size": model.config.vocab_size,
+          "check": {name: value.tolist() for name, value in check.items()},
+          "reference": model(check, training=False)["logits"].numpy().tolist()}
 
 
 def rows(model, info, seq, batches, calls, seconds, workdir, formats_timed=("litert", "onnx"),

@@ -1,15 +1,16 @@
-"""The OpenVINO side of `serving_throughput.py --formats=openvino`: our classifier's OpenVINO
-exports, served by OpenVINO.
+"""The OpenVINO side of `serving_throughput.py --formats=openvino`: our classifier in OpenVINO.
 
-Run with a Python that has `openvino` (`--openvino_python`, or the benchmark's own); it imports
-neither TensorFlow nor this package. It reads a job (JSON) from stdin and writes one JSON object
-to stdout. From the folders that `official_bert.export.openvino` wrote (`format_serving.py`):
+Run with the Python of an environment that has `openvino` and `nncf` (`--openvino_python`; neither
+is a dependency of this package); it imports neither TensorFlow nor this package. It reads a job
+(JSON) from stdin and writes one JSON object to stdout. From the float32 ONNX file of the
+classifier on token ids that `format_serving.py` writes (`official_bert.export.onnx`):
 
-* `classifier OpenVINO`, `float32`: the float32 folder, `INFERENCE_PRECISION_HINT=f32`;
-* `bfloat16`: the same folder with the plugin's bfloat16 inference precision (its default on CPUs
+* `classifier OpenVINO`, `float32`: OpenVINO's CPU plugin, `INFERENCE_PRECISION_HINT=f32`;
+* `bfloat16`: the same model with the plugin's bfloat16 inference precision (its default on CPUs
   with AMX);
-* `int8`: the int8 folder (NNCF's static int8, calibrated at export), the rest of it in the
-  plugin's default precision.
+* `int8`: NNCF's post-training quantization (`nncf.quantize`, `ModelType.TRANSFORMER`: int8
+  weights and activations of the matrix products, with SmoothQuant), calibrated on the job's
+  batches; the rest in the plugin's default precision.
 
 Each model is reshaped to each cell's static shape `[batch, seq]` and compiled with the `LATENCY`
 performance hint, as OpenVINO's documentation advises for a server that answers one request at a
@@ -20,7 +21,9 @@ compared with the job's float32 reference on the same ids.
 import json
 import os
 import sys
+import time
 
+import nncf
 import numpy as np
 import openvino
 from serving_common import time_calls, token_id_inputs
@@ -39,9 +42,18 @@ def _compiled(core, model, batch, seq, hint):
 
 def main():
   job = json.load(sys.stdin)
+  # NNCF draws progress bars on stdout; the answer alone goes there, the rest to stderr.
+  answer = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+  os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
   core = openvino.Core()
-  float32, int8 = (core.read_model(os.path.join(job[precision], "model.xml"))
-                   for precision in ("float32", "int8"))
+  float32 = core.read_model(job["onnx"])
+  with np.load(job["calibration"]) as batches:
+    calibration = [{name: batches[f"{name}_{i}"] for name in _NAMES}
+                   for i in range(len(batches.files) // len(_NAMES))]
+  start = time.perf_counter()
+  int8 = nncf.quantize(float32, nncf.Dataset(calibration), model_type=nncf.ModelType.TRANSFORMER,
+                       subset_size=sum(len(b["input_mask"]) for b in calibration))
+  quantize_s = time.perf_counter() - start
   check = {name: np.asarray(value, np.int32) for name, value in job["check"].items()}
   reference = np.asarray(job["reference"], np.float32)
   cells = []
@@ -57,8 +69,9 @@ def main():
                          job["calls"])
       cells.append(dict(cell, **timed, model="classifier OpenVINO", dtype=precision,
                         error=error))
-  json.dump({"versions": {"openvino": openvino.__version__}, "threads": os.cpu_count(),
-             "cells": cells}, sys.stdout)
+  json.dump({"versions": {"openvino": openvino.__version__, "nncf": nncf.__version__},
+             "threads": os.cpu_count(), "quantize_s": quantize_s, "cells": cells}, answer)
+  answer.close()
 
 
 if __name__ == "__main__":

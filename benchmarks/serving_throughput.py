@@ -37,15 +37,16 @@ printed below the table.
 LiteRT file and as an ONNX file in ONNX Runtime, in float32 and int8 (dynamic, and calibrated
 static), and, with `--torch_python` (whose environment also has onnx and onnxruntime), the
 Hugging Face `BertModel` on the same weights exported to ONNX and run by ONNX Runtime in float32
-and dynamic int8 (`hf_onnx_serving.py`). `--formats=openvino` adds the package's OpenVINO exports
-of the classifier (the `openvino` extra): float32, float32 with the plugin's bfloat16 hint, and
-the static int8 of `--precision=int8`, calibrated on random-id sequences, served by OpenVINO in a
-process of `--openvino_python` or of this Python (`openvino_serving.py`). Their GFLOP/s column
-counts the same products; int8 rows give no share of a peak.
+and dynamic int8 (`hf_onnx_serving.py`). `--formats=openvino` adds the classifier's ONNX file in
+OpenVINO, in float32, with its bfloat16 hint, and quantized to int8 by NNCF on calibration batches,
+in a process of `--openvino_python` (an environment with `openvino` and `nncf`:
+`openvino_serving.py`). Their GFLOP/s column counts the same products; int8 rows give no share of
+a peak.
 
     python benchmarks/serving_throughput.py --configs=bert_base --seq_lengths=128 \
         --batch_sizes=8 --kinds=classifier --signatures=serve_token_ids --xla=off \
-        --formats=litert,onnx,openvino --torch_python=/path/to/venv/bin/python
+        --formats=litert,onnx,openvino --torch_python=/path/to/venv/bin/python \
+        --openvino_python=/path/to/openvino-venv/bin/python
 """
 
 import os
@@ -55,6 +56,7 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -94,10 +96,10 @@ flags.DEFINE_enum("server_onednn", "default", ["default", "on", "off"],
                   "CPUs with VNNI, AVX512-BF16 or AMX); 'on' or 'off' sets it to 1 or 0.")
 flags.DEFINE_list("formats", [], "Also time the classifier as LiteRT and ONNX files "
                   "(format_serving.py), and Hugging Face through ONNX Runtime; 'openvino' its "
-                  "OpenVINO exports, float32 and int8 (openvino_serving.py).")
+                  "ONNX file in OpenVINO, float32 and NNCF's int8 (openvino_serving.py).")
 flags.DEFINE_string("openvino_python", None,
-                    "Python of an environment with openvino that serves --formats=openvino; "
-                    "default: this Python.")
+                    "Python of an environment with openvino and nncf for --formats=openvino; "
+                    "default: this Python if it has them.")
 flags.DEFINE_integer("latency_calls", 50, "Calls at batch 1 for p50 and p99.")
 flags.DEFINE_float("seconds", 3.0, "Timed seconds per throughput cell (at least two calls).")
 flags.DEFINE_string("vocab_file", "../shared/data/vocab/bert-base-uncased-vocab.txt",
@@ -244,23 +246,20 @@ OPENVINO_SCRIPT = pathlib.Path(__file__).resolve().parent / "openvino_serving.py
 
 
 def openvino_rows(model, batches, seq, calls, seconds, workdir, common, notes):
-  """The package's OpenVINO exports of the classifier (`openvino_serving.py`), served in a
-  process of `--openvino_python` or of this Python; no rows, and a note, where the `openvino`
-  extra that writes them is missing."""
-  from official_bert.export import formats  # pylint: disable=import-outside-toplevel
-
-  try:
-    formats.check_format("openvino")
-  except formats.FormatError as error:
-    notes.append(f"OpenVINO rows left out: {error}")
-    return []
-  import nncf  # pylint: disable=import-outside-toplevel
-
+  """The classifier's ONNX file in OpenVINO (`openvino_serving.py`), in a process of
+  `--openvino_python`; no rows, and a note, without such a Python."""
   job = dict(format_serving.openvino_job(model, model_info(model), seq, workdir), calls=calls,
              seconds=seconds, cells=[{"batch": batch, "seq": seq} for batch in batches])
-  answer = hf_bridge.run_torch(FLAGS.openvino_python or sys.executable, OPENVINO_SCRIPT, job)
-  notes.append(f"OpenVINO {answer['versions']['openvino']}, NNCF {nncf.__version__} (the int8 "
-               f"export, calibrated, took {job['int8_export_s']:.0f} s)")
+  python = FLAGS.openvino_python
+  if python is None and all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
+    python = sys.executable
+  if python is None:
+    notes.append(f"OpenVINO rows left out: no Python with openvino and nncf (--openvino_python) "
+                 f"to run {os.path.basename(job['onnx'])}.")
+    return []
+  answer = hf_bridge.run_torch(python, OPENVINO_SCRIPT, job)
+  notes.append(f"OpenVINO {answer['versions']['openvino']}, NNCF {answer['versions']['nncf']} "
+               f"(int8 calibrated in {answer['quantize_s']:.0f} s)")
   return [dict(cell, **common, xla=None, signature="token ids", peak=None)
           for cell in answer["cells"]]
 
