@@ -9,6 +9,7 @@ under a lock, and the others wait for it and take it.
 """
 
 import fcntl
+import logging
 import os
 import shutil
 import tempfile
@@ -26,6 +27,18 @@ else:
   _OWN_CACHE = None
 
 import official_bert.cli  # noqa: F401,E402  (turns oneDNN on before TensorFlow loads)
+
+# The absl logger's level when the session starts (NOTSET: the root logger's level decides).
+_ABSL_LEVEL = logging.getLogger("absl").level
+
+
+@pytest.fixture(autouse=True)
+def _absl_logger_as_the_session_found_it():
+  """Each test starts with the absl logger at the session's level. Libraries that a test runs may
+  set it and keep it set (TensorFlow's converters set WARNING); the tests that read the package's
+  logs later on the same worker would then see nothing. Where the package itself must leave the
+  level alone, a test says so (`test_export_formats.py`)."""
+  logging.getLogger("absl").setLevel(_ABSL_LEVEL)
 
 
 def pytest_unconfigure(config):
