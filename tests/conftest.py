@@ -28,17 +28,25 @@ else:
 
 import official_bert.cli  # noqa: F401,E402  (turns oneDNN on before TensorFlow loads)
 
-# The absl logger's level when the session starts (NOTSET: the root logger's level decides).
+# The levels of the absl and root loggers when the session starts (absl's NOTSET: the root's
+# level decides).
 _ABSL_LEVEL = logging.getLogger("absl").level
+_ROOT_LEVEL = logging.getLogger().level
 
 
 @pytest.fixture(autouse=True)
-def _absl_logger_as_the_session_found_it():
-  """Each test starts with the absl logger at the session's level. Libraries that a test runs may
-  set it and keep it set (TensorFlow's converters set WARNING); the tests that read the package's
-  logs later on the same worker would then see nothing. Where the package itself must leave the
-  level alone, a test says so (`test_export_formats.py`)."""
-  logging.getLogger("absl").setLevel(_ABSL_LEVEL)
+def _loggers_as_the_session_found_them():
+  """Each test starts with the absl and root loggers as the session found them. Libraries that a
+  test runs may change them and keep them changed (TensorFlow's converters set absl's level to
+  WARNING); the tests that read the package's logs later on the same worker would then see
+  nothing. Where the package itself must leave the level alone, a test says so
+  (`test_export_formats.py`)."""
+  absl_logger = logging.getLogger("absl")
+  absl_logger.setLevel(_ABSL_LEVEL)
+  absl_logger.disabled = False
+  absl_logger.propagate = True
+  logging.getLogger().setLevel(_ROOT_LEVEL)
+  logging.disable(logging.NOTSET)
 
 
 def pytest_unconfigure(config):
