@@ -21,6 +21,7 @@ with AMX unless a client asks for `INFERENCE_PRECISION_HINT: "f32"`.
 """
 
 import contextlib
+import logging as std_logging
 import os
 import sys
 import tempfile
@@ -66,14 +67,27 @@ def convert(model, info, *, max_seq_length, precision="float32", examples=None):
       f.write(data)
     converted = openvino.convert_model(path)
   if precision == "int8":
-    nncf.set_log_level(40)  # errors only: NNCF logs each statistic it collects
     logging.info("Quantizing to int8, calibrated on %d examples.", len(examples))
     # NNCF draws its progress bars on stdout, which is the caller's (a tool's output, a
     # program's JSON): they go to stderr, with the logs.
-    with contextlib.redirect_stdout(sys.stderr):
+    with _nncf_errors_only(), contextlib.redirect_stdout(sys.stderr):
       converted = nncf.quantize(converted, nncf.Dataset(examples),
                                 model_type=nncf.ModelType.TRANSFORMER, subset_size=len(examples))
   return converted
+
+
+@contextlib.contextmanager
+def _nncf_errors_only():
+  """NNCF logs each statistic it collects at INFO: its logger says errors only while it
+  quantizes, and is put back after. Not `nncf.set_log_level`, which also sets the level of every
+  handler on that logger for the rest of the process, the caller's handlers included."""
+  logger = std_logging.getLogger("nncf")
+  level = logger.level
+  logger.setLevel(std_logging.ERROR)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def export(model, info, path, *, max_seq_length, do_lower_case=None, precision="float32",

@@ -189,3 +189,29 @@ def test_openvino_without_its_packages_names_the_extra(monkeypatch, tmp_path):
                      r'"official_bert\[openvino\]"'):
     formats.check_export_target(str(tmp_path / "served"), "openvino", "int8")
   assert not os.listdir(tmp_path)
+
+
+def test_int8_quantization_leaves_the_callers_logging_as_it_found_it(exports, caplog):
+  # NNCF is told errors only while it quantizes; the level of its logger and of every handler
+  # on it (a caller's, here pytest's own) is the caller's before and after.
+  import logging  # pylint: disable=import-outside-toplevel
+
+  from official_bert.export import openvino as openvino_export  # pylint: disable=import-outside-toplevel
+
+  nncf_logger = logging.getLogger("nncf")
+  theirs = logging.StreamHandler()
+  theirs.setLevel(logging.INFO)
+  nncf_logger.addHandler(theirs)
+  try:
+    before = nncf_logger.level, [handler.level for handler in nncf_logger.handlers]
+    examples = calibration.read_file(exports["texts"], "classifier", vocab_file=exports["vocab"],
+                                     do_lower_case=True, max_seq_length=SEQ, limit=len(PAIRS))
+    with caplog.at_level(logging.INFO):
+      info = model_info(exports["model"], labels=LABELS)
+      converted = openvino_export.convert(exports["model"], info, max_seq_length=SEQ,
+                                          precision="int8", examples=examples)
+    assert "FakeQuantize" in {op.get_type_name() for op in converted.get_ops()}
+    assert (nncf_logger.level, [handler.level for handler in nncf_logger.handlers]) == before
+  finally:
+    nncf_logger.removeHandler(theirs)
+  assert f"Quantizing to int8, calibrated on {len(PAIRS)} examples." in caplog.text
