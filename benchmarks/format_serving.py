@@ -19,6 +19,7 @@ batch 1 latency (p50, p99) and sequences per second at the larger batches.
 
 import functools
 import os
+import time
 
 import numpy as np
 from serving_common import onnx_runtime_variants, time_calls, token_id_inputs
@@ -79,16 +80,25 @@ def onnx_files(model, info, seq, calibration, workdir):
 
 
 def openvino_job(model, info, seq, workdir, calibration_batches=2):
-  """What `openvino_serving.py` reads of the classifier: its float32 ONNX file, the calibration
-  batches (as `rows` makes them), and ids with the Keras model's float32 logits on them."""
-  path = os.path.join(workdir, "classifier-openvino.onnx")
-  formats.write_file(path, onnx.convert(model, info, max_seq_length=seq))
-  calibration = os.path.join(workdir, "calibration.npz")
-  np.savez(calibration, **{f"{name}_{i}": value for i in range(calibration_batches)
-                           for name, value in token_id_inputs(4, seq, model.config.vocab_size,
-                                                      seed=100 + i).items()})
+  """What `openvino_serving.py` reads of the classifier: the package's OpenVINO exports in
+  float32 and in int8 (calibrated on the batches `rows` makes), the seconds each export took,
+  and ids with the Keras model's float32 logits on them."""
+  from official_bert.export import openvino  # pylint: disable=import-outside-toplevel
+
+  examples = [{name: value[i:i + 1] for name, value in batch.items()}
+              for batch in (token_id_inputs(4, seq, model.config.vocab_size, seed=100 + i)
+                            for i in range(calibration_batches))
+              for i in range(len(batch["input_mask"]))]
+  folders, export_s = {}, {}
+  for precision in ("float32", "int8"):
+    start = time.perf_counter()
+    folders[precision] = openvino.export(
+        model, info, os.path.join(workdir, f"classifier-openvino-{precision}"),
+        max_seq_length=seq, precision=precision,
+        examples=examples if precision == "int8" else None)
+    export_s[precision] = time.perf_counter() - start
   check = token_id_inputs(4, seq, model.config.vocab_size)
-  return {"onnx": path, "calibration": calibration, "vocab_size": model.config.vocab_size,
+  return {"folders": folders, "export_s": export_s, "vocab_size": model.config.vocab_size,
           "check": {name: value.tolist() for name, value in check.items()},
           "reference": model(check, training=False)["logits"].numpy().tolist()}
 

@@ -37,16 +37,16 @@ printed below the table.
 LiteRT file and as an ONNX file in ONNX Runtime, in float32 and int8 (dynamic, and calibrated
 static), and, with `--torch_python` (whose environment also has onnx and onnxruntime), the
 Hugging Face `BertModel` on the same weights exported to ONNX and run by ONNX Runtime in float32
-and dynamic int8 (`hf_onnx_serving.py`). `--formats=openvino` adds the classifier's ONNX file in
-OpenVINO, in float32, with its bfloat16 hint, and quantized to int8 by NNCF on calibration batches,
-in a process of `--openvino_python` (an environment with `openvino` and `nncf`:
-`openvino_serving.py`). Their GFLOP/s column counts the same products; int8 rows give no share of
-a peak.
+and dynamic int8 (`hf_onnx_serving.py`). `--formats=openvino` adds the package's OpenVINO exports
+of the classifier (`--format=openvino`, the `[openvino]` extra): float32, the same folder at the
+CPU plugin's bfloat16 precision, and static int8 calibrated on random-id batches, served in a
+process of their own (`openvino_serving.py`, run by `--openvino_python`, by default this one)
+so that OpenVINO's threads share no process with TensorFlow's. Their GFLOP/s column counts the
+same products; int8 rows give no share of a peak.
 
     python benchmarks/serving_throughput.py --configs=bert_base --seq_lengths=128 \
         --batch_sizes=8 --kinds=classifier --signatures=serve_token_ids --xla=off \
-        --formats=litert,onnx,openvino --torch_python=/path/to/venv/bin/python \
-        --openvino_python=/path/to/openvino-venv/bin/python
+        --formats=litert,onnx,openvino --torch_python=/path/to/venv/bin/python
 """
 
 import os
@@ -95,11 +95,11 @@ flags.DEFINE_enum("server_onednn", "default", ["default", "on", "off"],
                   "TF_ENABLE_ONEDNN_OPTS unset there, as in a server started without it (on for "
                   "CPUs with VNNI, AVX512-BF16 or AMX); 'on' or 'off' sets it to 1 or 0.")
 flags.DEFINE_list("formats", [], "Also time the classifier as LiteRT and ONNX files "
-                  "(format_serving.py), and Hugging Face through ONNX Runtime; 'openvino' its "
-                  "ONNX file in OpenVINO, float32 and NNCF's int8 (openvino_serving.py).")
+                  "(format_serving.py), and Hugging Face through ONNX Runtime; 'openvino' the "
+                  "package's OpenVINO exports, float32 and int8 (openvino_serving.py).")
 flags.DEFINE_string("openvino_python", None,
-                    "Python of an environment with openvino and nncf for --formats=openvino; "
-                    "default: this Python if it has them.")
+                    "Python of an environment with openvino that serves the OpenVINO exports "
+                    "(--formats=openvino); default: this Python.")
 flags.DEFINE_integer("latency_calls", 50, "Calls at batch 1 for p50 and p99.")
 flags.DEFINE_float("seconds", 3.0, "Timed seconds per throughput cell (at least two calls).")
 flags.DEFINE_string("vocab_file", "../shared/data/vocab/bert-base-uncased-vocab.txt",
@@ -246,20 +246,19 @@ OPENVINO_SCRIPT = pathlib.Path(__file__).resolve().parent / "openvino_serving.py
 
 
 def openvino_rows(model, batches, seq, calls, seconds, workdir, common, notes):
-  """The classifier's ONNX file in OpenVINO (`openvino_serving.py`), in a process of
-  `--openvino_python`; no rows, and a note, without such a Python."""
+  """The package's OpenVINO exports of the classifier, served by `openvino_serving.py` in a
+  process of `--openvino_python`; no rows, and a note, without the `[openvino]` extra."""
+  missing = [name for name in ("openvino", "nncf") if importlib.util.find_spec(name) is None]
+  if missing:
+    notes.append(f"OpenVINO rows left out: the export needs {' and '.join(missing)} "
+                 f'(pip install "official_bert[openvino]").')
+    return []
   job = dict(format_serving.openvino_job(model, model_info(model), seq, workdir), calls=calls,
              seconds=seconds, cells=[{"batch": batch, "seq": seq} for batch in batches])
-  python = FLAGS.openvino_python
-  if python is None and all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
-    python = sys.executable
-  if python is None:
-    notes.append(f"OpenVINO rows left out: no Python with openvino and nncf (--openvino_python) "
-                 f"to run {os.path.basename(job['onnx'])}.")
-    return []
-  answer = hf_bridge.run_torch(python, OPENVINO_SCRIPT, job)
-  notes.append(f"OpenVINO {answer['versions']['openvino']}, NNCF {answer['versions']['nncf']} "
-               f"(int8 calibrated in {answer['quantize_s']:.0f} s)")
+  answer = hf_bridge.run_torch(FLAGS.openvino_python or sys.executable, OPENVINO_SCRIPT, job)
+  notes.append(f"OpenVINO {answer['versions']['openvino']}; the exports took "
+               f"{job['export_s']['float32']:.0f} s (float32) and {job['export_s']['int8']:.0f} s "
+               "(int8, calibrated)")
   return [dict(cell, **common, xla=None, signature="token ids", peak=None)
           for cell in answer["cells"]]
 

@@ -59,7 +59,7 @@ PRECISIONS = ("float32", "int8")
 # The modules an export to a format imports, and the extra that installs them.
 _REQUIREMENTS = {"litert": (("ai_edge_litert",), "litert"),
                  "onnx": (("tf2onnx", "onnx"), "onnx"),
-                 "openvino": (("openvino", "nncf", "tf2onnx", "onnx"), "openvino")}
+                 "openvino": (("openvino", "nncf"), "openvino")}
 _EXTENSIONS = {"litert": ".tflite", "onnx": ".onnx"}
 # The kinds whose `serve_token_ids` `token_id_outputs` gives.
 TOKEN_ID_KINDS = (BertClassifier.kind, BertTokenClassifier.kind, BertSpanLabeler.kind,
@@ -197,6 +197,26 @@ def token_id_outputs(model, info):
     encoder = model if isinstance(model, BertEncoder) else model.encoder
     return lambda inputs: signatures.encoder_outputs(encoder(inputs, training=False))
   raise FormatError(f"No serving signatures for models of kind {info.kind!r}.")
+
+
+def token_id_function(model, info):
+  """The kind's `serve_token_ids` as a `tf.function` with its input signature: the graph that
+  the ONNX and OpenVINO converters read.
+
+  Args:
+    model: the model (any dtype and kernels: its portable copy is traced).
+    info: its `checkpoints.ModelInfo`.
+  """
+  model = portable_model(model)
+  outputs = token_id_outputs(model, info)
+  shape = (None, model.num_choices, None) if info.kind == BertMultipleChoice.kind else (None, None)
+  specs = signatures.token_id_specs(shape)
+
+  def serve_token_ids(input_word_ids, input_mask, input_type_ids):
+    return outputs({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                    "input_type_ids": input_type_ids})
+
+  return tf.function(serve_token_ids, input_signature=specs, autograph=False)
 
 
 def _writer(format):  # pylint: disable=redefined-builtin

@@ -21,10 +21,8 @@ import os
 import tempfile
 
 import numpy as np
-import tensorflow as tf
 
-from official_bert.export import formats, signatures
-from official_bert.models import BertMultipleChoice
+from official_bert.export import formats
 
 # ONNX Runtime 1.17 and later run every operator of this opset on CPU.
 OPSET = 17
@@ -63,20 +61,11 @@ def convert(model, info, *, max_seq_length, precision="float32"):
   import tf2onnx  # pylint: disable=import-outside-toplevel
 
   check_kind(info.kind)
-  model = formats.portable_model(model)
-  outputs = formats.token_id_outputs(model, info)
-  shape = (None, model.num_choices, None) if info.kind == BertMultipleChoice.kind else (None, None)
-  specs = signatures.token_id_specs(shape)
-
-  def serve_token_ids(input_word_ids, input_mask, input_type_ids):
-    return outputs({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                    "input_type_ids": input_type_ids})
-
-  function = tf.function(serve_token_ids, input_signature=specs, autograph=False)
+  function = formats.token_id_function(model, info)
   # tf2onnx logs every rewrite at INFO.
   logging.getLogger("tf2onnx").setLevel(logging.WARNING)
   proto, _ = tf2onnx.convert.from_function(
-      function, input_signature=specs, opset=OPSET,
+      function, input_signature=function.input_signature, opset=OPSET,
       custom_op_handlers={"Erfc": (_erfc_as_one_minus_erf, [])})
   if precision == "int8":
     proto = _int8(proto, model.config)

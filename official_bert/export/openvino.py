@@ -1,7 +1,8 @@
 """OpenVINO exports: an IR folder (`model.xml`, `model.bin`), token ids in, in float32 or int8.
 
 The folder holds OpenVINO's intermediate representation of the model's `serve_token_ids` (the
-inputs and outputs of the ONNX export, `onnx.py`), and this package's mark. Its layout is the one
+inputs and outputs of the ONNX export, `onnx.py`), converted by OpenVINO's TensorFlow frontend
+from the same traced function, and this package's mark. Its layout is the one
 OpenVINO Model Server serves (`<model_base_path>/<version>/model.xml`). A client tokenizes with
 the package, as for ONNX, and runs it with OpenVINO:
 
@@ -29,7 +30,7 @@ import tempfile
 from absl import logging
 import tensorflow as tf
 
-from official_bert.export import archive, calibration, formats, onnx
+from official_bert.export import archive, calibration, formats
 
 FILES = ("model.xml", "model.bin")
 MARK_FORMAT = "official_bert OpenVINO"
@@ -42,13 +43,12 @@ def check_kind(kind):
                               f"{kind!r}; the kinds are {', '.join(formats.TOKEN_ID_KINDS)}.")
 
 
-def convert(model, info, *, max_seq_length, precision="float32", examples=None):
+def convert(model, info, *, precision="float32", examples=None):
   """The `openvino.Model` of a model's token-id signature.
 
   Args:
     model: the model (any dtype and kernels: its portable copy is converted).
     info: its `checkpoints.ModelInfo`.
-    max_seq_length: the length the model was trained at, recorded in the mark for clients.
     precision: `float32` or `int8`.
     examples: for int8, the calibration examples (`calibration.read_file`).
   """
@@ -59,13 +59,10 @@ def convert(model, info, *, max_seq_length, precision="float32", examples=None):
   if precision == "int8" and not examples:
     raise calibration.CalibrationError("--precision=int8 for --format=openvino calibrates on "
                                        "examples: give --calibration_file.")
-  # OpenVINO reads the graph of the ONNX export: one converter from TensorFlow for both formats.
-  data = onnx.convert(model, info, max_seq_length=max_seq_length, precision="float32")
-  with tempfile.TemporaryDirectory() as workdir:
-    path = os.path.join(workdir, "model.onnx")
-    with open(path, "wb") as f:
-      f.write(data)
-    converted = openvino.convert_model(path)
+  # OpenVINO's TensorFlow frontend converts the traced function itself (the ONNX export's):
+  # the way through an ONNX file (tf2onnx) needs many times the weights' size in memory.
+  function = formats.token_id_function(model, info)
+  converted = openvino.convert_model(function.get_concrete_function())
   if precision == "int8":
     logging.info("Quantizing to int8, calibrated on %d examples.", len(examples))
     # NNCF draws its progress bars on stdout, which is the caller's (a tool's output, a
@@ -100,8 +97,7 @@ def export(model, info, path, *, max_seq_length, do_lower_case=None, precision="
   """
   import openvino  # pylint: disable=import-outside-toplevel
 
-  converted = convert(model, info, max_seq_length=max_seq_length, precision=precision,
-                      examples=examples)
+  converted = convert(model, info, precision=precision, examples=examples)
 
   def fill(staging):
     tf.io.gfile.makedirs(staging)

@@ -2,8 +2,9 @@
 
 The Hugging Face rows run when this Python has torch and transformers, or with
 `BERT_TORCH_PYTHON` set to the Python of an environment that has them; otherwise they must say
-"not installed". Likewise the OpenVINO rows (`--formats=openvino`) with openvino and nncf, or
-`BERT_OPENVINO_PYTHON`; otherwise the run says it left them out, after writing their ONNX file.
+"not installed". Likewise the OpenVINO rows (`--formats=openvino`) when this Python has the
+`[openvino]` extra (openvino and nncf, which the export needs); otherwise the run says it left
+them out.
 """
 
 import importlib.util
@@ -29,12 +30,9 @@ def test_smoke_run_prints_every_cell(tmp_path):
   torch_python = os.environ.get("BERT_TORCH_PYTHON")
   # XLA off only: with it on, each cell runs the same lines of the script (only `jit_compile`
   # differs), and compiling doubles the exports and calls; test_export.py serves both.
-  openvino_python = os.environ.get("BERT_OPENVINO_PYTHON")
   command = [sys.executable, str(SCRIPT), "--smoke", "--xla=off", "--formats=openvino"]
   if torch_python:
     command.append(f"--torch_python={torch_python}")
-  if openvino_python:
-    command.append(f"--openvino_python={openvino_python}")
   run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, check=False)
   assert run.returncode == 0, run.stderr[-3000:]
   out = run.stdout
@@ -82,16 +80,15 @@ def test_smoke_run_prints_every_cell(tmp_path):
     assert re.search(rf"{dtype} tf.matmul peak in the serving processes: \d+ to \d+ GFLOP/s",
                      out)
   openvino = [row for row in rows if row[4] == "OpenVINO"]
-  if openvino_python or all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
+  if all(importlib.util.find_spec(name) for name in ("openvino", "nncf")):
     assert sorted((row[5], row[2]) for row in openvino) == sorted(
         (dtype, batch) for dtype in ("float32", "bfloat16", "int8") for batch in ("1", "4"))
     assert all(float(row[-2]) > 0 for row in openvino)
-    assert re.search(r"OpenVINO \S+, NNCF \S+ \(int8 calibrated in \d+ s\)", out)
+    assert re.search(r"OpenVINO \S+; the exports took \d+ s \(float32\) and \d+ s \(int8, "
+                     r"calibrated\)", out)
   else:
     assert not openvino
-    assert ("OpenVINO rows left out: no Python with openvino and nncf (--openvino_python) to run "
-            "classifier-openvino.onnx.") in out
-
+    assert "OpenVINO rows left out: the export needs" in out
 
 def test_the_serving_processes_run_with_the_asked_onednn_setting():
   # In a process of its own: importing the script defines its flags and sets the environment.
