@@ -63,5 +63,6 @@ def main():
   json.dump({"versions": {"openvino": openvino.__version__}, "threads": os.cpu_count(),
              "cells": cells}, sys.stdout)
 
+
 if __name__ == "__main__":
   main()

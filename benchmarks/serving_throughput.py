@@ -56,7 +56,6 @@ import official_bert.cli  # noqa: F401  (turns oneDNN on before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -248,10 +247,12 @@ OPENVINO_SCRIPT = pathlib.Path(__file__).resolve().parent / "openvino_serving.py
 def openvino_rows(model, batches, seq, calls, seconds, workdir, common, notes):
   """The package's OpenVINO exports of the classifier, served by `openvino_serving.py` in a
   process of `--openvino_python`; no rows, and a note, without the `[openvino]` extra."""
-  missing = [name for name in ("openvino", "nncf") if importlib.util.find_spec(name) is None]
-  if missing:
-    notes.append(f"OpenVINO rows left out: the export needs {' and '.join(missing)} "
-                 f'(pip install "official_bert[openvino]").')
+  from official_bert.export import formats  # pylint: disable=import-outside-toplevel
+
+  try:
+    formats.check_format("openvino")
+  except formats.FormatError as error:
+    notes.append(f"OpenVINO rows left out: {error}")
     return []
   job = dict(format_serving.openvino_job(model, model_info(model), seq, workdir), calls=calls,
              seconds=seconds, cells=[{"batch": batch, "seq": seq} for batch in batches])

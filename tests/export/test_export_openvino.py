@@ -201,7 +201,6 @@ def test_openvino_without_its_packages_names_the_extra(monkeypatch, tmp_path):
   assert not os.listdir(tmp_path)
 
 
-
 def test_int8_export_leaves_the_callers_logging_as_it_found_it(exports):
   # Not `nncf.set_log_level`, which sets every handler on NNCF's logger (a caller's; pytest's
   # log capture, which then saw nothing for the rest of the session) to ERROR for good.
