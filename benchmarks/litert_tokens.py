@@ -5,9 +5,9 @@ exported as a text encoder three times, as a SavedModel (`buckets=()`), a LiteRT
 file, and `--sentences` GLUE dev sentences (SST-2, CoLA, MRPC and STS-B in turn, from
 `--glue_dir`) go through each:
 
-* tokens: the LiteRT file's `input_mask` and its packing (`LiteRtTextPacker`, the ops inside the
-  file) against the package's in-graph tokenizer (`TextPacker`, which `FullTokenizer` agrees with),
-  uncased as the model is, and cased on the same vocabulary; the sentences that differ are listed;
+* tokens: the LiteRT file's packing (`LiteRtTextPacker`, the ops inside the file) against the
+  package's in-graph tokenizer (`TextPacker`) and against `FullTokenizer`, uncased as the model
+  is, and cased on the same vocabulary; the sentences that differ are listed;
 * outputs: the largest absolute difference of `pooled_output` and `sequence_output` (on real
   tokens) from the SavedModel's `serving_default`, for LiteRT on the text and for ONNX on the
   SavedModel's own token ids.
@@ -32,11 +32,14 @@ from results import recording
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 
+from official_bert import tokenization
 from official_bert.export import export_model_dir, export_model_dir_as, litert, signatures
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("glue_dir", str(pathlib.Path(__file__).resolve().parents[2] / "shared" /
                                     "data" / "glue"), "GLUE folder with SST-2, CoLA, MRPC, STS-B.")
+flags.DEFINE_string("model_dir", None, "An uncased encoder's folder (its vocab.txt included); "
+                    "default: the MiniLM weights of the test fixture.")
 flags.DEFINE_integer("sentences", 1000, "How many dev sentences.")
 flags.DEFINE_integer("max_seq_length", 128, "Packed length.")
 flags.DEFINE_integer("batch_size", 50, "Sentences per call.")
@@ -63,30 +66,37 @@ def glue_sentences(glue_dir, count):
 def main(argv):
   del argv
   sentences = glue_sentences(FLAGS.glue_dir, FLAGS.sentences)
-  model_dir, seq = minilm_dir(), FLAGS.max_seq_length
-  vocab = str(model_dir / "vocab.txt")
+  model_dir, seq = FLAGS.model_dir or minilm_dir(), FLAGS.max_seq_length
+  vocab = os.path.join(model_dir, "vocab.txt")
   for lower in (True, False):
     expected = signatures.TextPacker(vocab, lower, seq, ())
     packer = litert.LiteRtTextPacker(vocab, lower, seq)
-    differ = []
+    tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=lower)
+    differ = {"in-graph tokenizer": [], "FullTokenizer": []}
     for begin in range(0, len(sentences), FLAGS.batch_size):
-      batch = tf.constant(sentences[begin:begin + FLAGS.batch_size])
-      got, want = packer(batch), expected(batch)
-      same = np.all(got["input_word_ids"].numpy() == want["input_word_ids"].numpy(), axis=1)
-      differ += [begin + i for i in np.flatnonzero(~same)]
-    print(f"tokens, {'uncased' if lower else 'cased'}: {len(sentences) - len(differ)} of "
-          f"{len(sentences)} sentences identical")
-    for i in differ:
-      print(f"  differs: {sentences[i]!r}")
+      texts = sentences[begin:begin + FLAGS.batch_size]
+      got = packer(tf.constant(texts))["input_word_ids"].numpy()
+      want = expected(tf.constant(texts))["input_word_ids"].numpy()
+      differ["in-graph tokenizer"] += [begin + i for i in np.flatnonzero(np.any(got != want, 1))]
+      for i, text in enumerate(texts):
+        ids = tokenizer.convert_tokens_to_ids(
+            ["[CLS]", *tokenizer.tokenize(text)[:seq - 2], "[SEP]"])
+        if list(got[i, :len(ids)]) != ids or got[i, len(ids):].any():
+          differ["FullTokenizer"].append(begin + i)
+    for reference, rows in differ.items():
+      print(f"tokens, {'uncased' if lower else 'cased'}, against {reference}: "
+            f"{len(sentences) - len(rows)} of {len(sentences)} sentences identical")
+      for i in rows:
+        print(f"  differs: {sentences[i]!r}")
 
   with tempfile.TemporaryDirectory() as root:
     saved = tf.saved_model.load(export_model_dir(model_dir, f"{root}/saved", do_lower_case=True,
                                                  max_seq_length=seq, buckets=()))
     runner = litert.load_interpreter(model_path=export_model_dir_as(
-        model_dir, f"{root}/minilm.tflite", format="litert", do_lower_case=True,
+        model_dir, f"{root}/encoder.tflite", format="litert", do_lower_case=True,
         max_seq_length=seq)).get_signature_runner("serving_default")
     session = onnxruntime.InferenceSession(export_model_dir_as(
-        model_dir, f"{root}/minilm.onnx", format="onnx", max_seq_length=seq))
+        model_dir, f"{root}/encoder.onnx", format="onnx", max_seq_length=seq))
     worst = {"litert": {}, "onnx": {}}
     packer = litert.LiteRtTextPacker(vocab, True, seq)
     for begin in range(0, len(sentences), FLAGS.batch_size):

@@ -15,17 +15,18 @@ tensorflow-text's TFLite kernels (`tensorflow_text.tflite_registrar.SELECT_TFTEX
 (`load_interpreter` does the same.) Every op in the file is a LiteRT built-in or one of those
 kernels, none a TensorFlow op (LiteRT's interpreters from the package index have no Select TF
 ops), so the text goes through tf.text's `FastBertNormalizer` and `FastWordpieceTokenizer`, and the
-packing is written in built-in ops.
+packing is written in built-in ops. The normalizer runs the original's per-character rules
+(`normalizer_model`), not tf.text's own NFKC case folding.
 
-Tokens are those of `FullTokenizer` on text whose characters the normalizers treat alike. They
-differ in three ways, each rare in real text (none in 1,000 GLUE sentences,
-`benchmarks/litert_tokens.py`):
-- a control or format character (soft hyphen, zero-width joiner, ...) inside a word splits it
-  here; the original deletes it and keeps the word whole;
-- uncased, the normalizer folds compatibility characters as NFKC does ("…" becomes "...", the
-  ligature "ﬁ" becomes "fi", full-width letters become ASCII), where the original keeps them;
-- the outputs are at `max_seq_length` always (a SavedModel cuts a batch to a bucket and pads the
-  outputs back, which gives the same values).
+Tokens are those of `FullTokenizer` but in two rare cases:
+- uncased, a capital sigma that ends a word lower-cases to "σ" here and to "ς" in the original
+  (`str.lower`'s one rule of context);
+- a few dozen code points that Unicode 14 (Python 3.11) leaves unassigned, U+1B4E among them,
+  are punctuation to the newer tables of tf.text's tokenizer and split a word here, as in
+  `BertTokenizerLayer`.
+
+The outputs are at `max_seq_length` always (a SavedModel cuts a batch to a bucket and pads the
+outputs back, which gives the same values).
 
 The model runs in float32 on the stock kernels (`formats.portable_model`).
 """
@@ -38,7 +39,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from official_bert import tokenization
-from official_bert.export import formats, signatures
+from official_bert.export import formats, normalizer_model, signatures
 from official_bert.models import BertClassifier, BertPretrainer, BertTokenClassifier
 from official_bert.networks import BertEncoder
 
@@ -96,7 +97,10 @@ class LiteRtTextPacker:
     self.tokens = sorted(vocab, key=vocab.get)
     self.seq_length = seq_length
     self._ids = {token: vocab.get(token) for token in ("[UNK]", "[CLS]", "[SEP]")}
-    self._normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=do_lower_case)
+    # tf.text's normalizer with the original's per-character rules in place of its own
+    # (NFKC case folding), which change the tokens of real text.
+    self._normalizer = tf_text.FastBertNormalizer(
+        model_buffer=normalizer_model.bert_normalizer_model(do_lower_case))
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         vocab=self.tokens, suffix_indicator="##", max_bytes_per_word=_MAX_BYTES_PER_WORD,
         token_out_type=tf.int32, unknown_token=tokenization.UNK_TOKEN)

@@ -18,6 +18,7 @@ from official_bert.tokenization.full_tokenizer import (
   BasicTokenizer,
   FullTokenizer,
   WordpieceTokenizer,
+  character_replacements,
   convert_to_unicode,
   load_vocab,
   model_tokenizer,

@@ -178,6 +178,37 @@ def _strip_accents(text):
   return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
 
 
+def character_replacements(do_lower_case):
+  """Steps 1 and 4 one character at a time: `{character: what it becomes}` for every character
+  that they change.
+
+  Those steps act on each character alone, except `str.lower`'s one rule of context: a capital
+  sigma that ends a word becomes "ς", where this map gives "σ". The map is what an in-graph
+  normalizer with a per-character table (tf.text's `FastBertNormalizer`) needs to apply the
+  original's rules rather than its own.
+
+  Args:
+    do_lower_case: include lower-casing and accent stripping (the uncased models).
+
+  Returns:
+    A dict from each changed character (NUL included) to its replacement, "" for deleted ones.
+  """
+  replacements = {}
+  for cp in range(0x110000):
+    if 0xD800 <= cp <= 0xDFFF:  # Surrogates never occur in text decoded from UTF-8.
+      continue
+    char = chr(cp)
+    # No step changes an unassigned or private-use character; skipping them saves most of the time.
+    if unicodedata.category(char) in ("Cn", "Co"):
+      continue
+    new = _clean_text(char)
+    if do_lower_case and new:
+      new = _strip_accents(new.lower())
+    if new != char:
+      replacements[char] = new
+  return replacements
+
+
 def _split_on_punctuation(text):
   """Splits a word so that every punctuation character is a word of its own."""
   words = []

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert import BertSpanLabeler
+from official_bert import BertSpanLabeler, tokenization
 from official_bert.checkpoints import model_info
 from official_bert.export import (
   ExportFileError,
@@ -112,16 +112,26 @@ def test_litert_packs_the_ids_of_the_package_tokenizer(tmp_path):
         np.testing.assert_array_equal(got[name].numpy(), want[name].numpy(), err_msg=name)
 
 
-def test_litert_normalizer_folds_compatibility_characters_when_uncased(tmp_path):
-  # The documented difference: tf.text's normalizer folds as NFKC does (µ, the micro sign,
-  # becomes μ), the original keeps the character.
-  tokens = write_vocab(tmp_path / "vocab.txt", VOCAB)
-  text = tf.constant(["µ"])
-  got = litert.LiteRtTextPacker(tokens, True, 8)(text)["input_word_ids"].numpy()[0, 1]
-  want = signatures.TextPacker(tokens, True, 8, ())(text)["input_word_ids"].numpy()[0, 1]
-  assert (VOCAB[got], VOCAB[want]) == ("μ", "µ")
-  cased = litert.LiteRtTextPacker(tokens, False, 8)(text)["input_word_ids"].numpy()[0, 1]
-  assert VOCAB[cased] == "µ"
+def test_litert_tokens_are_the_originals_where_tf_texts_own_normalizer_differs(tmp_path):
+  # tf.text's own table folds as NFKC case folding does (the micro sign becomes mu, the ligature
+  # "fi" two letters, full-width letters ASCII, "ß" "ss") and turns a soft hyphen or a zero-width
+  # joiner into a space; the file's table keeps the original's rules.
+  vocab = VOCAB + ["ß", "ss", "ﬁ", "fi", "ａ", "Ａ", "coop", "ab", "guru", "##guru", "ς", "σ",
+                   "…", "istanbul", "α", "##ς", "##σ"]
+  tokens = write_vocab(tmp_path / "vocab.txt", vocab)
+  texts = ["µguru µ μ", "ß ss ﬁ fi", "Ａ ａ", "co\u00adop a\u200db", "… ...", "İstanbul",
+           "σς"]
+  for lower in (True, False):
+    tokenizer = tokenization.FullTokenizer(tokens, do_lower_case=lower)
+    packer = litert.LiteRtTextPacker(tokens, lower, 16)
+    for text in texts:
+      got = packer(tf.constant([text]))["input_word_ids"].numpy()[0]
+      want = tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(text), "[SEP]"])
+      assert [vocab[i] for i in got[:len(want)]] == [vocab[i] for i in want], (lower, text)
+  # The one rule of context: `str.lower` ends a word with the final sigma, a table cannot.
+  got = litert.LiteRtTextPacker(tokens, True, 8)(tf.constant(["ΑΣ"]))["input_word_ids"]
+  assert [vocab[i] for i in got.numpy()[0, 1:3]] == ["α", "##σ"]
+  assert tokenization.FullTokenizer(tokens, do_lower_case=True).tokenize("ΑΣ") == ["α", "##ς"]
 
 
 def test_onnx_takes_token_ids_and_matches_the_saved_model(exports):

@@ -2,6 +2,7 @@
 
 import json
 import random
+import unicodedata
 
 import pytest
 
@@ -87,6 +88,27 @@ def test_punctuation_splits_ascii_symbols_and_unicode_p_categories():
   assert basic("«hi»—¿ok? l'été") == ["«", "hi", "»", "—", "¿", "ok", "?", "l", "'", "ete"]
   # Non-ASCII symbols (S*) are not punctuation: they stay inside words.
   assert basic("5€ a→b 😀x") == ["5€", "a→b", "😀x"]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_character_replacements_apply_the_basic_tokenizers_rules_one_character_at_a_time(lower):
+  replacements = tokenization.character_replacements(lower)
+  # Deleted, whitespace, accented, compatibility and case-folding characters, Hangul, a
+  # letter whose lower case is two characters, CJK, and characters no step changes.
+  text = ("Caf\u00e9 \u00b5Guru \ufb01ne co\u00adop a\u200db \x00\ufffd\x0b\t\u00a0\u3000"
+          "\uff21bc \u2026 \u00df \u0130stanbul \ud55c\uad6d \u8c48\uf900 \u2028 \U0001F600 "
+          "\u00c5ngstr\u00f6m NA\u00cfVE \u0391\u0392 \ue000")
+  mapped = "".join(replacements.get(char, char) for char in text)
+  # The rules of `BasicTokenizer.tokenize`, steps 1 and 4, on the whole text at once.
+  cleaned = "".join(" " if char in "\t\u00a0\u3000" else char for char in text
+                    if char not in "\x00\ufffd\x0b\u00ad\u200b\u200d")
+  stripped = "".join(char for char in unicodedata.normalize("NFD", cleaned.lower())
+                     if unicodedata.category(char) != "Mn")
+  assert mapped == (stripped if lower else cleaned)
+  assert replacements["\x00"] == "" and replacements["\u00ad"] == ""
+  assert ("\u00b5" in replacements) is False  # the micro sign is its own lower case
+  assert replacements.get("\u0130") == ("i" if lower else None)
+  assert all(len(char) == 1 for char in replacements)
 
 
 def test_wordpiece_greedy_longest_match_first(tiny_vocab_file):
