@@ -46,7 +46,9 @@ PAIRS = [("The cat sat on the mat.", "A dog ran in the park."),
          ("Café!  It is NOT good", ""),
          ("", "the film"),
          ("the " * 30, "dog ran " * 20),
-         ("x" * 250 + " sat " + "é" * 150 + "a" * 60, "cats sat, dogs ran?")]
+         ("x" * 250 + " sat " + "é" * 150 + "a" * 60, "cats sat, dogs ran?"),
+         # Characters that tf.text's own normalizer would change (its NFKC case folding).
+         ("The µ cat\u00ads sat…", "a ﬁlm, ＧＯＯＤ")]
 
 
 def _glue_pairs(count):
