@@ -192,6 +192,10 @@ def character_replacements(do_lower_case):
 
   Returns:
     A dict from each changed character (NUL included) to its replacement, "" for deleted ones.
+
+  >>> cased = character_replacements(do_lower_case=False)
+  >>> cased[chr(0xAD)], cased[chr(0xA0)], chr(0xB5) in cased  # soft hyphen, no-break space, µ
+  ('', ' ', False)
   """
   replacements = {}
   for cp in range(0x110000):
