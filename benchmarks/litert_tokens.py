@@ -33,6 +33,8 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 
 from official_bert import tokenization
+from official_bert.data.classifier_data import InputExample
+from official_bert.data.classifier_features import convert_single_example
 from official_bert.export import export_model_dir, export_model_dir_as, litert, signatures
 
 FLAGS = flags.FLAGS
@@ -79,9 +81,10 @@ def main(argv):
       want = expected(tf.constant(texts))["input_word_ids"].numpy()
       differ["in-graph tokenizer"] += [begin + i for i in np.flatnonzero(np.any(got != want, 1))]
       for i, text in enumerate(texts):
-        ids = tokenizer.convert_tokens_to_ids(
-            ["[CLS]", *tokenizer.tokenize(text)[:seq - 2], "[SEP]"])
-        if list(got[i, :len(ids)]) != ids or got[i, len(ids):].any():
+        # The ids of the data pipeline: FullTokenizer, then the classifier's feature converter.
+        feature = convert_single_example(InputExample(guid=str(i), text_a=text), [], seq,
+                                         tokenizer)
+        if list(got[i]) != feature.input_ids:
           differ["FullTokenizer"].append(begin + i)
     for reference, rows in differ.items():
       print(f"tokens, {'uncased' if lower else 'cased'}, against {reference}: "

@@ -42,7 +42,7 @@ def test_the_bert_table_normalizes_every_code_point_as_the_original(lower):
 
 def test_a_random_table_round_trips_through_the_kernel():
   rng = random.Random(0)
-  # Keys of one to four UTF-8 bytes, NUL among them; replacements of zero to 63 bytes.
+  # Keys of one to four UTF-8 bytes, NUL among them; replacements of zero to 60 bytes.
   keys = {"\x00", "a", "\x7f", "\u00e9", "\uffff", "\U0010ffff"}
   keys |= {chr(cp) for cp in rng.sample(_CODE_POINTS, 3000)}
   alphabet = "ab \u00e9\u4e2d\U0001f600"
