@@ -213,6 +213,10 @@ def _write_atomically(path, text):
 
 # The reasons `load` has logged in this process, so that each is one line, once.
 _logged = set()
+# The library loaded in this process for each source. TensorFlow cannot unload an op library, and
+# a second copy from another path (another cache folder) registers the same kernels again, which
+# TensorFlow then refuses to choose between when an op runs: a process keeps its first.
+_loaded = {}
 
 
 def _log_once(key, message):
@@ -226,7 +230,9 @@ def load(source):
   """The loaded kernel library of `source` (its ops as Python functions), or None where no valid
   build for this CPU and TensorFlow is in the cache (`check`) or it does not load. This never
   compiles; where a library is missing it logs, once per process, one line that says how to
-  build them; where one is skipped, one line that says why."""
+  build them; where one is skipped, one line that says why. A process loads a source's library
+  once: where the cache has changed since (`$OFFICIAL_BERT_CACHE`), a valid build there gets the
+  library this process already holds."""
   if not tf.io.gfile.exists(str(library_path(source))):
     _log_once("not built", f"The package's C++ kernels are not built for this CPU ({isa()}) "
               f"and TensorFlow {tf.__version__} in {cache_dir()}, so their XLA forms run "
@@ -237,8 +243,11 @@ def load(source):
     _log_once(source, f"The kernel library is skipped, so its XLA form runs: {problem}; "
               f"rebuild it with `{BUILD_COMMAND}`.")
     return None
+  if source in _loaded:
+    return _loaded[source]
   try:
-    return tf.load_op_library(str(library_path(source)))
+    _loaded[source] = tf.load_op_library(str(library_path(source)))
+    return _loaded[source]
   except (OSError, tf.errors.OpError) as error:
     message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     _log_once(source, f"The kernel library {library_path(source)} does not load, so its XLA "

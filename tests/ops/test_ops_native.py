@@ -154,3 +154,16 @@ def test_the_command_reports_what_it_built_and_refuses_an_unknown_level(cache):
   assert result.stderr.strip().splitlines()[-1] == (
       "error: flag --isa=avx9000: value should be one of <avx512|avx2|x86_64|generic> "
       "(see --help)")
+
+
+def test_a_second_cache_in_one_process_gets_the_library_already_loaded(cache, tmp_path_factory):
+  # TensorFlow cannot unload a library, and a second copy's kernels would clash with the first's
+  # ("Multiple OpKernel registrations match NodeDef") at the next run of one of its ops.
+  first = native.load(SOURCE)
+  other = tmp_path_factory.mktemp("other_cache")
+  shutil.copytree(native.library_path(SOURCE).parent, native.library_path(SOURCE, other).parent)
+  os.environ[native.CACHE_VARIABLE] = str(other)  # `cache` puts the variable back
+  native.load.cache_clear()
+  assert native.load(SOURCE) is first
+  gradient = tf.constant([3.0, 4.0], tf.bfloat16)
+  assert float(tf.function(first.squared_norm_bfloat16)(gradient)) == 25.0
