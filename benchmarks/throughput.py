@@ -69,9 +69,11 @@ def matmul_peak(dtype="float32", size=4096, repeats=5, chain=8, jit_compile=True
 
 
 def bf16_flags():
-  """The CPU's flags that matter for bfloat16 and float32 products (AMX and AVX-512)."""
+  """The CPU's flags that matter for bfloat16 and float32 products (AMX, AVX-512 and AVX2), so
+  that a machine with AVX2 alone is named too, not left blank."""
   return sorted(flag for flag in accelerators.cpu_flags()
-                if flag.startswith(("amx", "avx512f", "avx512_bf16", "avx512_fp16")))
+                if flag.startswith(("amx", "avx512f", "avx512_bf16", "avx512_fp16",
+                                    "avx512_vp2intersect", "avx2")))
 
 
 def timed(fn):

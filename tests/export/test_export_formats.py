@@ -164,6 +164,53 @@ def test_onnx_int8_quantizes_the_products_and_stays_close(exports, tmp_path):
   np.testing.assert_allclose(int8, float32, atol=0.05)
 
 
+def test_the_onnx_conversion_frees_each_optimizer_pass_dropped_graph(exports, tmp_path):
+  # tf2onnx's optimizers each work on a deep copy of the graph, all weights included, and drop the
+  # one before; only a full collection frees the dropped graphs (BERT-Base: 18 GiB without).
+  import gc  # pylint: disable=import-outside-toplevel
+
+  from tf2onnx import optimizer  # pylint: disable=import-outside-toplevel
+
+  registry = dict(optimizer._optimizers)  # pylint: disable=protected-access
+  full_collections = []
+
+  def count(phase, info):
+    if phase == "start" and info["generation"] == 2:
+      full_collections.append(1)
+
+  gc.callbacks.append(count)
+  try:
+    export_model_dir_as(exports["model_dir"], tmp_path / "again.onnx", format="onnx")
+  finally:
+    gc.callbacks.remove(count)
+  # At least one before each pass of the first round over every optimizer.
+  assert len(full_collections) >= len(registry), len(full_collections)
+  assert optimizer._optimizers == registry  # pylint: disable=protected-access
+  packer = signatures.TextPacker(exports["vocab"], True, SEQ, ())
+  inputs = {k: v.numpy() for k, v in packer(tf.constant([p[0] for p in PAIRS]),
+                                            tf.constant([p[1] for p in PAIRS])).items()}
+  again, = onnxruntime.InferenceSession(str(tmp_path / "again.onnx")).run(["logits"], inputs)
+  first, = onnxruntime.InferenceSession(str(exports["onnx"])).run(["logits"], inputs)
+  np.testing.assert_array_equal(again, first)
+
+
+def test_the_onnx_optimizer_registry_is_given_back_when_a_conversion_fails(monkeypatch):
+  from tf2onnx import optimizer  # pylint: disable=import-outside-toplevel
+
+  from official_bert.export import onnx as onnx_export  # pylint: disable=import-outside-toplevel
+
+  registry = dict(optimizer._optimizers)  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="stopped"):
+    with onnx_export._garbage_collected_between_optimizer_passes():  # pylint: disable=protected-access
+      assert optimizer._optimizers != registry  # pylint: disable=protected-access
+      raise ValueError("stopped")
+  assert optimizer._optimizers == registry  # pylint: disable=protected-access
+  # A tf2onnx without the registry converts as it is.
+  monkeypatch.delattr(optimizer, "_optimizers")
+  with onnx_export._garbage_collected_between_optimizer_passes():  # pylint: disable=protected-access
+    pass
+
+
 def test_a_format_without_its_packages_names_the_extra(monkeypatch):
   real = formats.importlib.util.find_spec
   monkeypatch.setattr(formats.importlib.util, "find_spec",
