@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 
 import numpy as np
 
@@ -79,6 +80,10 @@ def convert(model, info, *, max_seq_length, precision="float32"):
   return proto.SerializeToString()
 
 
+# Held while tf2onnx's optimizer registry holds this module's factories.
+_REGISTRY_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _garbage_collected_between_optimizer_passes():
   """During the block, Python's garbage is collected before each of tf2onnx's graph optimizer
@@ -87,9 +92,10 @@ def _garbage_collected_between_optimizer_passes():
   tf2onnx runs a dozen optimizers over the ONNX graph until none changes it, each on a deep copy
   of the graph, and drops the copy before. A dropped graph holds every weight of the model (and
   each pass's protobuf rewrites of them); its nodes and the graph refer to each other, so only the
-  cycle collector frees it, which seldom runs during the conversion: at BERT-Base the dropped
-  copies took the conversion's memory to 17 GiB. The optimizers are found in tf2onnx's registry
-  (`tf2onnx.optimizer._optimizers`); where a version has none, the conversion runs as it is.
+  cycle collector frees it, which seldom runs during the conversion, and the dropped copies pile
+  up. The optimizers are found in tf2onnx's registry (`tf2onnx.optimizer._optimizers`); where a
+  version has none, the conversion runs as it is. The registry is module state: conversions in
+  several threads take turns, so that each gives back the factories it found.
   """
   from tf2onnx import optimizer  # pylint: disable=import-outside-toplevel
 
@@ -97,7 +103,6 @@ def _garbage_collected_between_optimizer_passes():
   if not isinstance(registry, dict):
     yield
     return
-  factories = dict(registry)
 
   def collecting(factory):
     def make():
@@ -105,11 +110,13 @@ def _garbage_collected_between_optimizer_passes():
       return factory()
     return make
 
-  registry.update({name: collecting(factory) for name, factory in factories.items()})
-  try:
-    yield
-  finally:
-    registry.update(factories)
+  with _REGISTRY_LOCK:
+    factories = dict(registry)
+    registry.update({name: collecting(factory) for name, factory in factories.items()})
+    try:
+      yield
+    finally:
+      registry.update(factories)
 
 
 def _int8(proto, config):

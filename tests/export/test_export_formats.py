@@ -149,6 +149,13 @@ def test_onnx_takes_token_ids_and_matches_the_saved_model(exports):
   np.testing.assert_array_equal(got["label_id"], want["label_id"].numpy())
 
 
+def _token_id_inputs(vocab):
+  """The ONNX file's inputs for `PAIRS`, as NumPy arrays."""
+  packer = signatures.TextPacker(vocab, True, SEQ, ())
+  return {k: v.numpy() for k, v in packer(tf.constant([p[0] for p in PAIRS]),
+                                          tf.constant([p[1] for p in PAIRS])).items()}
+
+
 def test_onnx_int8_quantizes_the_products_and_stays_close(exports, tmp_path):
   import onnx  # pylint: disable=import-outside-toplevel
 
@@ -156,9 +163,7 @@ def test_onnx_int8_quantizes_the_products_and_stays_close(exports, tmp_path):
                              precision="int8")
   operators = {node.op_type for node in onnx.load(str(path)).graph.node}
   assert operators & {"DynamicQuantizeMatMul", "MatMulInteger"}, operators
-  packer = signatures.TextPacker(exports["vocab"], True, SEQ, ())
-  inputs = {k: v.numpy() for k, v in packer(tf.constant([p[0] for p in PAIRS]),
-                                            tf.constant([p[1] for p in PAIRS])).items()}
+  inputs = _token_id_inputs(exports["vocab"])
   int8, = onnxruntime.InferenceSession(str(path)).run(["logits"], inputs)
   float32, = onnxruntime.InferenceSession(str(exports["onnx"])).run(["logits"], inputs)
   np.testing.assert_allclose(int8, float32, atol=0.05)
@@ -166,7 +171,7 @@ def test_onnx_int8_quantizes_the_products_and_stays_close(exports, tmp_path):
 
 def test_the_onnx_conversion_frees_each_optimizer_pass_dropped_graph(exports, tmp_path):
   # tf2onnx's optimizers each work on a deep copy of the graph, all weights included, and drop the
-  # one before; only a full collection frees the dropped graphs (BERT-Base: 18 GiB without).
+  # one before; only a full collection frees the dropped graphs.
   import gc  # pylint: disable=import-outside-toplevel
 
   from tf2onnx import optimizer  # pylint: disable=import-outside-toplevel
@@ -186,9 +191,7 @@ def test_the_onnx_conversion_frees_each_optimizer_pass_dropped_graph(exports, tm
   # At least one before each pass of the first round over every optimizer.
   assert len(full_collections) >= len(registry), len(full_collections)
   assert optimizer._optimizers == registry  # pylint: disable=protected-access
-  packer = signatures.TextPacker(exports["vocab"], True, SEQ, ())
-  inputs = {k: v.numpy() for k, v in packer(tf.constant([p[0] for p in PAIRS]),
-                                            tf.constant([p[1] for p in PAIRS])).items()}
+  inputs = _token_id_inputs(exports["vocab"])
   again, = onnxruntime.InferenceSession(str(tmp_path / "again.onnx")).run(["logits"], inputs)
   first, = onnxruntime.InferenceSession(str(exports["onnx"])).run(["logits"], inputs)
   np.testing.assert_array_equal(again, first)
