@@ -96,6 +96,11 @@ def _garbage_collected_between_optimizer_passes():
   up. The optimizers are found in tf2onnx's registry (`tf2onnx.optimizer._optimizers`); where a
   version has none, the conversion runs as it is. The registry is module state: conversions in
   several threads take turns, so that each gives back the factories it found.
+
+  The objects that exist when the block starts (TensorFlow's and Keras' modules, the model) are
+  frozen for its length (`gc.freeze`), so each collection looks only at what the conversion
+  made, not at the whole process: collecting the whole process each time would cost more than
+  the conversion of a small model. Where the caller froze objects already, they are left frozen.
   """
   from tf2onnx import optimizer  # pylint: disable=import-outside-toplevel
 
@@ -111,12 +116,18 @@ def _garbage_collected_between_optimizer_passes():
     return make
 
   with _REGISTRY_LOCK:
+    # A caller's own freeze (a server that forks, say) is theirs to undo.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+      gc.freeze()
     factories = dict(registry)
     registry.update({name: collecting(factory) for name, factory in factories.items()})
     try:
       yield
     finally:
       registry.update(factories)
+      if freeze:
+        gc.unfreeze()
 
 
 def _int8(proto, config):

@@ -214,6 +214,38 @@ def test_the_onnx_optimizer_registry_is_given_back_when_a_conversion_fails(monke
     pass
 
 
+def test_the_conversion_collects_only_what_it_made_and_leaves_a_callers_freeze(monkeypatch):
+  import gc  # pylint: disable=import-outside-toplevel
+
+  from official_bert.export import onnx as onnx_export  # pylint: disable=import-outside-toplevel
+
+  def block():
+    return onnx_export._garbage_collected_between_optimizer_passes()  # pylint: disable=protected-access
+
+  assert gc.get_freeze_count() == 0
+  existing = len(gc.get_objects())
+  with block():
+    # What existed before the block is out of the collections' sight: they cost what the
+    # conversion made, not the whole process.
+    assert gc.get_freeze_count() >= existing
+  assert gc.get_freeze_count() == 0
+  with pytest.raises(ValueError, match="stopped"):
+    with block():
+      raise ValueError("stopped")
+  assert gc.get_freeze_count() == 0
+  # A caller that froze its objects itself finds them frozen after the block.
+  monkeypatch.setattr(gc, "unfreeze", lambda: pytest.fail("the caller's freeze was undone"))
+  gc.freeze()
+  try:
+    frozen = gc.get_freeze_count()
+    with block():
+      pass
+    assert gc.get_freeze_count() == frozen
+  finally:
+    monkeypatch.undo()
+    gc.unfreeze()
+
+
 def test_a_format_without_its_packages_names_the_extra(monkeypatch):
   real = formats.importlib.util.find_spec
   monkeypatch.setattr(formats.importlib.util, "find_spec",
