@@ -1,8 +1,9 @@
-"""The test harness of the root `conftest.py`: files ordered by their recorded durations, the
-recording itself, and the guard that fails a session whose tests wrote into the checkout.
+"""The test harness: the root `conftest.py`'s files ordered by their recorded durations, the
+recording itself, and the guard that fails a session whose tests wrote into the checkout; and
+`testing.run_python`, the tools' processes forked from a server that has imported TensorFlow.
 
-Each test runs pytest on a throw-away checkout (a git repository holding a copy of the root
-`conftest.py` and a few tiny test files), so nothing here depends on this checkout's record.
+Each conftest test runs pytest on a throw-away checkout (a git repository holding a copy of the
+root `conftest.py` and a few tiny test files), so nothing here depends on this checkout's record.
 """
 
 import json
@@ -13,7 +14,7 @@ import sys
 
 import pytest
 
-from testing import REPOSITORY
+from testing import READ_WHEN_USED, REPOSITORY, run_python
 
 _FILES = {
     "tests/test_quick.py": "def test_quick():\n  assert True\n",
@@ -75,3 +76,53 @@ def test_a_test_that_writes_into_the_checkout_fails_the_session(checkout):
   assert leaky.returncode == 1
   assert "Tests wrote into the checkout" in leaky.stdout
   assert "?? leaked.txt" in leaky.stdout
+
+
+_REPORT = """
+import json, os, sys
+print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0],
+                  "tensorflow_loaded": "tensorflow" in sys.modules,
+                  "tf_config": os.environ.get("TF_CONFIG"), "marker": os.environ.get("MARKER"),
+                  "main": __name__}))
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_run_python_forks_a_run_that_is_its_own_program(tmp_path):
+  script = tmp_path / "report.py"
+  script.write_text(_REPORT)
+  done = run_python([sys.executable, script, "3"], cwd=tmp_path,
+                    env=dict(os.environ, TF_CONFIG='{"task": {}}'))
+  assert done.returncode == 3 and done.stderr == "to stderr\n", done.stderr
+  report = json.loads(done.stdout)
+  # Forked from the server: TensorFlow was there before the script ran.
+  assert report == {"argv": [str(script), "3"], "cwd": str(tmp_path), "path0": str(tmp_path),
+                    "tensorflow_loaded": True, "tf_config": '{"task": {}}', "marker": None,
+                    "main": "__main__"}
+  assert "TF_CONFIG" in READ_WHEN_USED
+  # -c and -m run as the interpreter runs them.
+  done = run_python([sys.executable, "-c", "import sys; print(sys.argv); sys.exit('no')", "x"])
+  assert (done.returncode, done.stdout, done.stderr) == (1, "['-c', 'x']\n", "no\n")
+  done = run_python([sys.executable, "-m", "official_bert.cli.build_vocab", "--helpshort"])
+  assert done.returncode == 0 and "--vocab_size" in done.stdout, done.stderr[-2000:]
+  assert "RuntimeWarning" not in done.stderr  # the module runs as __main__ alone
+  done = run_python([sys.executable, "-c", "raise KeyError('lost')"])
+  assert done.returncode == 1 and done.stderr.strip().endswith("KeyError: 'lost'")
+
+
+def test_run_python_starts_a_new_interpreter_for_an_environment_read_at_start_up(tmp_path):
+  script = tmp_path / "report.py"
+  script.write_text(_REPORT)
+  done = run_python([sys.executable, script, "0"], cwd=tmp_path,
+                    env=dict(os.environ, MARKER="set"))
+  assert done.returncode == 0, done.stderr
+  report = json.loads(done.stdout)
+  assert report["marker"] == "set" and not report["tensorflow_loaded"]
+
+
+def test_run_python_kills_a_run_past_its_timeout():
+  with pytest.raises(subprocess.TimeoutExpired):
+    run_python([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
+  with pytest.raises(subprocess.CalledProcessError):
+    run_python([sys.executable, "-c", "raise SystemExit(4)"], check=True)

@@ -13,10 +13,13 @@ not import from each other or from `conftest.py`, which holds only fixtures and 
 import dataclasses
 import functools
 import json
+import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -332,15 +335,33 @@ def train_tiny_pretrainer(strategy_name, directory, records, initial, vocab_size
 
 # === Test modules that run themselves in a subprocess ===
 
+def _script_path(environ):
+  """PYTHONPATH with this checkout's package first (not whichever one the interpreter has
+  installed), and this harness."""
+  return os.pathsep.join(filter(None, [str(REPOSITORY), str(TESTS), environ.get("PYTHONPATH")]))
+
+
+def _script_env(env):
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=_script_path(os.environ),
+              **(env or {}))
+
+
 def start_script(script, args, env=None):
-  """Starts `python <script> <args>` in tests/, with this checkout's package first on the path
-  (not whichever one the interpreter has installed), and this harness; returns the `Popen`."""
-  path = os.pathsep.join(filter(None, [str(REPOSITORY), str(TESTS),
-                                       os.environ.get("PYTHONPATH")]))
+  """Starts `python <script> <args>` in tests/, with this checkout's package first on the path,
+  and this harness; returns the `Popen`, for runs that must go on beside the test."""
   return subprocess.Popen([sys.executable, str(script), *map(str, args)], cwd=TESTS,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path,
-                                   **(env or {})),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          env=_script_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+
+
+def run_script(script, args, env=None, timeout=240):
+  """Runs `python <script> <args>` as `start_script` starts it, by `run_python`; asserts that it
+  succeeded and returns its output (standard output, then standard error)."""
+  done = run_python([sys.executable, script, *args], env=_script_env(env), cwd=TESTS,
+                    timeout=timeout)
+  output = done.stdout + done.stderr
+  assert done.returncode == 0, output[-5000:]
+  return output
 
 
 def finish(process, timeout=240):
@@ -367,7 +388,7 @@ def run_tools(commands, directory, timeout=300):
   """
   job, results = pathlib.Path(directory) / "tools.json", pathlib.Path(directory) / "results.json"
   job.write_text(json.dumps([[str(part) for part in command] for command in commands]))
-  output = finish(start_script(__file__, ["run_tools", job, results]), timeout=timeout)
+  output = run_script(__file__, ["run_tools", job, results], timeout=timeout)
   done = json.loads(results.read_text())
   assert len(done) == len(commands), f"the process ended after {len(done)} tools:\n{output}"
   return [tuple(result) for result in done]
@@ -417,6 +438,144 @@ def _run_tools_main(job, results):
     flags.FLAGS.unparse_flags()
     done.append([status, stderr.getvalue()])
     pathlib.Path(results).write_text(json.dumps(done))
+
+
+# === Tool processes forked from one that has imported TensorFlow ===
+
+# What the fork server imports once: TensorFlow, Keras, tf.text and the tools (importing a tool
+# defines no flag: `official_bert.cli`). A new interpreter spends seconds on them.
+_PRELOAD = ("official_bert.cli", "tensorflow", "keras", "tensorflow_text", "official_bert",
+            *(f"official_bert.cli.{tool}" for tool in (
+                "build_kernels", "build_vocab", "convert_checkpoint", "create_pretraining_data",
+                "export_saved_model", "extract_features", "run_classifier", "run_ner",
+                "run_pretraining", "run_squad", "run_swag", "shuffle_records")))
+# The environment variables that the package and TensorFlow read when a run uses them, not when
+# they are imported (PYTHONPATH: `run_python` sets `sys.path` from it): a run whose environment
+# differs from the tests' only in these can start from the fork server. Any other difference
+# (TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, KERAS_BACKEND, ...) takes a new interpreter.
+READ_WHEN_USED = frozenset({"TF_CONFIG", "XLA_FLAGS", "OFFICIAL_BERT_CACHE", "PYTHONPATH"})
+
+
+@functools.cache
+def _fork_server():
+  """`multiprocessing`'s fork server context, its server importing `_PRELOAD` once per test
+  worker, and the environment it started with."""
+  import multiprocessing  # pylint: disable=import-outside-toplevel
+  from multiprocessing import forkserver  # pylint: disable=import-outside-toplevel
+
+  context = multiprocessing.get_context("forkserver")
+  context.set_forkserver_preload(list(_PRELOAD))
+  environ = dict(os.environ)
+  # The server imports this checkout's package (its interpreter takes the environment of now).
+  os.environ["PYTHONPATH"] = _script_path(environ)
+  try:
+    forkserver.ensure_running()
+  finally:
+    os.environ.clear()
+    os.environ.update(environ)
+  return context, environ
+
+
+@functools.cache
+def _interpreter_path():
+  """`sys.path` of a new interpreter without PYTHONPATH, as a script's process starts with it."""
+  environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  return json.loads(subprocess.run(
+      [sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
+      env=environ, capture_output=True, text=True, check=True).stdout)
+
+
+def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
+  """Runs `command`, `[sys.executable, ...]`, in a process of its own, as `subprocess.run(command,
+  capture_output=True, text=True)` does, and returns its `subprocess.CompletedProcess`.
+
+  After the interpreter come a script and its arguments, or `-m module ...`, or `-c code ...`.
+  Where `env` (the
+  tests' environment by default) differs from the tests' own only in `READ_WHEN_USED`, the
+  process is forked from a server that has imported TensorFlow, Keras and the tools once
+  (`multiprocessing`'s fork server), which saves each run the seconds of a new interpreter's
+  imports. The run is otherwise its own program's: its own process and exit status, standard
+  output and error, working directory, environment, `sys.argv` and `sys.path`, the script as
+  `__main__`. Any other difference, and tests of what happens at start-up, take a new
+  interpreter (`subprocess.run`).
+
+  Raises:
+    subprocess.TimeoutExpired: the run took longer than `timeout` seconds; it is killed.
+    subprocess.CalledProcessError: `check` is set and the run did not end with status 0.
+  """
+  command = [str(part) for part in command]
+  if command[0] != sys.executable:
+    raise ValueError(f"not this interpreter's command: {command[:2]}")
+  args = command[1:]
+  env = dict(os.environ if env is None else env)
+  cwd = str(cwd or os.getcwd())
+  context, server_env = _fork_server()
+  changed = {key for key in set(env) | set(server_env) if env.get(key) != server_env.get(key)}
+  if changed - READ_WHEN_USED:
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=check)
+  output = pathlib.Path(tempfile.mkdtemp(prefix="run_python-"))
+  try:
+    for name in ("out", "err"):  # read even if the process dies before it opens them
+      (output / name).touch()
+    process = context.Process(target=_forked_main, args=(args, env, cwd, str(output)))
+    process.start()
+    process.join(timeout)
+    timed_out = process.exitcode is None
+    if timed_out:
+      process.kill()
+      process.join()
+    stdout, stderr = ((output / name).read_text(errors="replace") for name in ("out", "err"))
+  finally:
+    shutil.rmtree(output, ignore_errors=True)
+  if timed_out:
+    raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+  done = subprocess.CompletedProcess(command, process.exitcode, stdout, stderr)
+  if check:
+    done.check_returncode()
+  return done
+
+
+def _forked_main(args, env, cwd, output):
+  """The forked process of `run_python`: it becomes `python <args>` and ends with its status."""
+  import runpy  # pylint: disable=import-outside-toplevel
+  import traceback  # pylint: disable=import-outside-toplevel
+
+  for fd, name in ((1, "out"), (2, "err")):
+    file = os.open(os.path.join(output, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(file, fd)
+    os.close(file)
+  os.chdir(cwd)
+  os.environ.clear()
+  os.environ.update(env)
+  paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + _interpreter_path()
+  status = 0
+  try:
+    if args[0] == "-m":
+      sys.argv, sys.path[:] = [args[1], *args[2:]], [cwd, *paths]
+      # As `python -m` does: the module runs as `__main__` only, not also under its name.
+      sys.modules.pop(args[1], None)
+      runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    elif args[0] == "-c":
+      sys.argv, sys.path[:] = ["-c", *args[2:]], ["", *paths]
+      exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+    else:
+      script = os.path.abspath(args[0])
+      sys.argv, sys.path[:] = list(args), [os.path.dirname(script), *paths]
+      runpy.run_path(script, run_name="__main__")
+  except SystemExit as end:  # as the interpreter ends on one
+    if end.code is None or isinstance(end.code, int):
+      status = end.code or 0
+    else:
+      print(end.code, file=sys.stderr)
+      status = 1
+  except BaseException:  # noqa: BLE001  (an uncaught error: its traceback, status 1)
+    traceback.print_exc()
+    status = 1
+  logging.shutdown()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)
 
 
 # === Original (google-research/bert) checkpoints ===

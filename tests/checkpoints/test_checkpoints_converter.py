@@ -1,7 +1,6 @@
 """Tests for the converter: model folders from checkpoints, the loaders, `convert_checkpoint`."""
 
 import math
-import subprocess
 import sys
 
 from absl import flags
@@ -14,7 +13,13 @@ from official_bert import BertClassifier, BertConfig, BertEncoder, BertPretraine
 from official_bert.checkpoints import tf1
 from official_bert.cli import convert_checkpoint
 
-from testing import assert_no_scheme_folders, file_uri, minilm_model_dir, tiny_bert_config
+from testing import (
+  assert_no_scheme_folders,
+  file_uri,
+  minilm_model_dir,
+  run_python,
+  tiny_bert_config,
+)
 
 CONFIG = tiny_bert_config(12, hidden_size=8, max_position_embeddings=16)
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "."]
@@ -135,9 +140,9 @@ def test_script_requires_its_flags_and_checks_the_format(source, tmp_path):
 def test_script_runs_as_a_module(source, tmp_path):
   # Both paths file:// URLs, as gs:// ones would be given.
   folder, model = source
-  subprocess.run([sys.executable, "-m", "official_bert.cli.convert_checkpoint",
-                  "--input_format=tf1", f"--input={file_uri(folder)}",
-                  f"--output_dir={file_uri(tmp_path)}"], check=True)
+  run_python([sys.executable, "-m", "official_bert.cli.convert_checkpoint",
+              "--input_format=tf1", f"--input={file_uri(folder)}",
+              f"--output_dir={file_uri(tmp_path)}"], check=True)
   assert_same_weights(checkpoints.load_pretrainer(tmp_path), model)
   assert_no_scheme_folders(tmp_path)
 

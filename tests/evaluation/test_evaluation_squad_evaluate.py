@@ -2,14 +2,13 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
 from official_bert.evaluation import squad_evaluate
 
-from testing import shared_data
+from testing import run_python, shared_data
 
 
 def _dataset(questions):
@@ -126,7 +125,7 @@ def test_python_dash_m_official_bert_squad_evaluate(tmp_path):
   predictions = _write(tmp_path / "predictions.json", {"a": "denver."})
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   command = [sys.executable, "-m", "official_bert.evaluation.squad_evaluate", data, predictions]
-  output = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
+  output = run_python(command, check=True, env=env).stdout
   assert json.loads(output) == {"exact_match": 100.0, "f1": 100.0}
 
 

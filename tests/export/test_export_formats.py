@@ -11,7 +11,6 @@ of the package's tokenizer. `benchmarks/litert_tokens.py` compares the files wit
 import csv
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -30,7 +29,13 @@ from official_bert.export import (
   signatures,
 )
 
-from testing import SHARED_DATA, tiny_bert_config, tiny_pair_classifier_folder, write_vocab
+from testing import (
+  SHARED_DATA,
+  run_python,
+  tiny_bert_config,
+  tiny_pair_classifier_folder,
+  write_vocab,
+)
 
 pytest.importorskip("ai_edge_litert")
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -66,9 +71,8 @@ def exports(tmp_path_factory):
   root = tmp_path_factory.mktemp("formats")
   vocab, model, model_dir = tiny_pair_classifier_folder(root, VOCAB, LABELS, SEQ)
   tflite = root / "model.tflite"
-  subprocess.run([sys.executable, str(SCRIPT), f"--model_dir={model_dir}",
-                  f"--export_dir={tflite}", "--format=litert"], check=True, timeout=300,
-                 capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  run_python([sys.executable, str(SCRIPT), f"--model_dir={model_dir}",
+              f"--export_dir={tflite}", "--format=litert"], check=True, timeout=300)
   onnx_file = export_model_dir_as(model_dir, root / "model.onnx", format="onnx")
   return {"root": root, "vocab": vocab, "model": model, "model_dir": model_dir,
           "tflite": tflite, "onnx": onnx_file}
@@ -283,11 +287,8 @@ def test_an_output_file_not_written_by_the_package_is_never_replaced(exports, tm
 def test_export_script_refuses_a_foreign_file_in_one_line(exports):
   foreign = exports["root"] / "foreign.onnx"
   foreign.write_bytes(b"not ours")
-  result = subprocess.run(
-      [sys.executable, str(SCRIPT), f"--model_dir={exports['model_dir']}",
-       f"--export_dir={foreign}", "--format=onnx"],
-      capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = run_python([sys.executable, str(SCRIPT), f"--model_dir={exports['model_dir']}",
+                       f"--export_dir={foreign}", "--format=onnx"], timeout=300)
   assert result.returncode == 2, result.stderr
   errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
   assert len(errors) == 1 and "not written by this package" in errors[0], result.stderr

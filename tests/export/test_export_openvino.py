@@ -10,7 +10,6 @@ the Keras model): the float32 folder within 1e-4, the int8 one close, with its p
 import logging
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -31,7 +30,7 @@ from official_bert.export import (
   signatures,
 )
 
-from testing import assert_one_line_error, tiny_bert_config, tiny_pair_classifier_folder
+from testing import assert_one_line_error, run_python, tiny_bert_config, tiny_pair_classifier_folder
 
 openvino = pytest.importorskip("openvino")
 
@@ -168,11 +167,10 @@ def test_an_openvino_folder_never_replaces_files_not_written_by_the_package(expo
   with pytest.raises(archive.ExportDirError, match="no export of this package"):
     export_model_dir_as(exports["model_dir"], theirs, format="openvino", overwrite=True)
   assert os.listdir(theirs) == ["model.xml"]
-  result = subprocess.run(
-      [sys.executable, str(SCRIPT), f"--model_dir={exports['model_dir']}",
-       f"--export_dir={exports['float32']}", "--format=openvino", "--precision=int8",
-       f"--calibration_file={exports['texts']}"],
-      capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = run_python([sys.executable, str(SCRIPT), f"--model_dir={exports['model_dir']}",
+                       f"--export_dir={exports['float32']}", "--format=openvino",
+                       "--precision=int8", f"--calibration_file={exports['texts']}"],
+                      timeout=300)
   assert_one_line_error((result.returncode, result.stderr), "holds an earlier export",
                         "--overwrite")
 

@@ -46,6 +46,7 @@ from testing import (
   REPOSITORY,
   SPECIAL_TOKENS,
   engine_configs,
+  run_python,
   run_task,
   shared_data,
   tiny_bert_config,
@@ -205,8 +206,7 @@ def test_a_second_process_on_the_same_folder_stops_at_once_naming_the_holder(tin
     while not lock_file.exists() and holder.poll() is None and time.time() < deadline:
       time.sleep(0.5)
     assert lock_file.exists(), "the first run never took the lock"
-    second = subprocess.run(_classifier_command(tiny, output_dir, "--num_train_epochs=1"),
-                            capture_output=True, text=True, timeout=300)
+    second = run_python(_classifier_command(tiny, output_dir, "--num_train_epochs=1"), timeout=300)
     assert holder.poll() is None  # the first run is still training
   finally:
     holder.send_signal(signal.SIGKILL)
@@ -362,12 +362,12 @@ def test_errors_of_the_input_and_bugs_are_told_apart():
 def test_a_tool_prints_a_users_error_as_one_line_and_exits_2(tiny, tmp_path):
   command = _classifier_command(dict(tiny, config=_small_config_file(tmp_path, hidden_act=None)),
                                 tmp_path / "out")
-  quiet = subprocess.run(command, capture_output=True, text=True, timeout=300)
+  quiet = run_python(command, timeout=300)
   assert quiet.returncode == 2
   assert quiet.stderr.strip().splitlines()[-1] == (
       f"error: {tmp_path / 'small_config.json'}: the required field(s) hidden_act are missing; "
       "a BERT config gives every one of " + ", ".join(REQUIRED_FIELDS) + ".")
   assert "Traceback" not in quiet.stderr
-  verbose = subprocess.run(command + ["--verbose"], capture_output=True, text=True, timeout=300)
+  verbose = run_python(command + ["--verbose"], timeout=300)
   assert verbose.returncode == 1 and "Traceback" in verbose.stderr
   assert "UserError" in verbose.stderr.strip().splitlines()[-1]

@@ -46,6 +46,7 @@ from testing import (
   SPECIAL_TOKENS,
   engine_configs,
   file_uri,
+  run_python,
   run_task,
   run_tools,
   tiny_bert_config,
@@ -96,8 +97,7 @@ def _tool(script, *args):
   """Runs a tool: a script of the repository, or a module (`official_bert.cli.<tool>`)."""
   command = (["-m", script] if script.startswith("official_bert.")
              else [str(REPOSITORY / script)])
-  return subprocess.run([sys.executable, *command, *map(str, args)], capture_output=True,
-                        text=True, timeout=300)
+  return run_python([sys.executable, *command, *map(str, args)], timeout=300)
 
 
 def _refused(result):

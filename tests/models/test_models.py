@@ -1,7 +1,6 @@
 """The encoder and every task model: shapes, dtypes, padding, serialisation, mixed precision."""
 
 import json
-import subprocess
 import sys
 
 import keras
@@ -40,6 +39,7 @@ from testing import (
   assert_config_round_trips,
   run_layer_test,
   run_model_saving_test,
+  run_python,
   tiny_bert_config,
 )
 
@@ -417,7 +417,6 @@ def test_released_model_sizes():
           "with keras.StatelessScope(initialize_variables=False):\n"
           "  print(*[BertEncoder(get_preset(name)).count_params() "
           "for name in ('bert_base', 'bert_large')])")
-  result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
-                          text=True, timeout=300)
+  result = run_python([sys.executable, "-c", code], cwd=REPOSITORY, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.split() == ["109482240", "335141888"]

@@ -5,7 +5,6 @@ with one line."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -14,7 +13,7 @@ import tensorflow as tf
 from official_bert.common.errors import UserError
 from official_bert.ops import native
 
-from testing import REPOSITORY
+from testing import REPOSITORY, run_python
 
 SOURCE = "adam_update.cc"  # the smaller of the two, for the tests that compile
 
@@ -138,10 +137,8 @@ def test_a_failed_build_says_why_and_leaves_nothing(tmp_path):
 
 
 def _command(*args, cache_dir):
-  return subprocess.run([sys.executable, str(REPOSITORY / "build_kernels.py"), *args,
-                         f"--cache_dir={cache_dir}"], capture_output=True, text=True,
-                        timeout=600, check=False,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  return run_python([sys.executable, str(REPOSITORY / "build_kernels.py"), *args,
+                     f"--cache_dir={cache_dir}"], timeout=600)
 
 
 def test_the_command_reports_what_it_built_and_refuses_an_unknown_level(cache):

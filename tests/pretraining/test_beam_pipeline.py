@@ -13,7 +13,7 @@ from official_bert.pretraining.instances import InstanceOptions
 from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
 
-from testing import REPOSITORY, SPECIAL_TOKENS, write_vocab
+from testing import REPOSITORY, SPECIAL_TOKENS, run_python, write_vocab
 
 # Each book, and the short documents, use words of their own: a token tells its source.
 SOURCES = ["alpha", "bravo", "short"]
@@ -338,15 +338,13 @@ def test_the_script_hands_the_flags_it_does_not_know_to_beam(books, tmp_path):
   create_pretraining_data(files, local, vocab, options=OPTIONS, num_workers=1,
                           shard_bytes=shard_bytes)
   output = tmp_path / "beam" / "train.tfrecord"
-  done = subprocess.run(
-      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
-       f"--input_file={','.join(files)}",
-       f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=48",
-       "--dupe_factor=2", f"--shard_size_mb={shard_bytes / 2**20}", "--num_output_shards=2",
-       "--runner", "DirectRunner", "--direct_running_mode", "multi_threading",
-       "--direct_num_workers=1"],
-      capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, PYTHONPATH=str(REPOSITORY), TF_CPP_MIN_LOG_LEVEL="3"))
+  done = run_python([sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
+                     f"--input_file={','.join(files)}",
+                     f"--output_file={output}", f"--vocab_file={vocab}", "--max_seq_length=48",
+                     "--dupe_factor=2", f"--shard_size_mb={shard_bytes / 2**20}",
+                     "--num_output_shards=2", "--runner", "DirectRunner",
+                     "--direct_running_mode", "multi_threading", "--direct_num_workers=1"],
+                    timeout=600, env=dict(os.environ, PYTHONPATH=str(REPOSITORY)))
   assert done.returncode == 0, done.stderr[-3000:]
   assert sorted(p.name for p in output.parent.iterdir()) == [
       "train.tfrecord-00000-of-00002", "train.tfrecord-00001-of-00002"]

@@ -3,7 +3,6 @@
 import functools
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -24,6 +23,7 @@ from testing import (
   REPOSITORY,
   assert_no_scheme_folders,
   file_uri,
+  run_python,
   shared_data,
   write_corpus,
   write_vocab,
@@ -262,12 +262,12 @@ def test_script_with_two_workers_matches_one_worker_in_process(corpus, small_sha
   # Every path a file:// URL (the workers read the vocabulary too), as gs:// ones would be given.
   output = tmp_path / "script.tfrecord"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run(
-      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
-       f"--input_file={file_uri(corpus[0])}", f"--output_file={file_uri(output)}",
-       f"--vocab_file={file_uri(corpus[1])}", "--max_seq_length=64",
-       "--dupe_factor=2", "--num_workers=2", "--shard_size_mb=0.003", "--random_seed=3"],
-      capture_output=True, text=True, env=env, timeout=300, check=False)
+  result = run_python([sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
+                       f"--input_file={file_uri(corpus[0])}", f"--output_file={file_uri(output)}",
+                       f"--vocab_file={file_uri(corpus[1])}", "--max_seq_length=64",
+                       "--dupe_factor=2", "--num_workers=2", "--shard_size_mb=0.003",
+                       "--random_seed=3"],
+                      env=env, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "instances" in result.stderr and "% [MASK]" in result.stderr
   assert output.read_bytes() == pathlib.Path(small_shards[0]).read_bytes()

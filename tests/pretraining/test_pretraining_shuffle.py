@@ -18,7 +18,14 @@ from official_bert.pretraining.pipeline import create_pretraining_data
 from official_bert.pretraining.reader import feature_spec
 from official_bert.pretraining.shuffle_records import shuffle_records
 
-from testing import REPOSITORY, SPECIAL_TOKENS, assert_one_line_error, run_tools, write_vocab
+from testing import (
+  REPOSITORY,
+  SPECIAL_TOKENS,
+  assert_one_line_error,
+  run_python,
+  run_tools,
+  write_vocab,
+)
 
 NUM_DOCUMENTS = 60
 
@@ -179,9 +186,7 @@ def write_in_order(path, count, compression=""):
 
 
 def run_tool(*flags):
-  return subprocess.run(
-      [sys.executable, str(REPOSITORY / "shuffle_records.py"), *flags], capture_output=True,
-      text=True, timeout=300, check=False, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  return run_python([sys.executable, str(REPOSITORY / "shuffle_records.py"), *flags], timeout=300)
 
 
 def positions(path, compression=""):

@@ -4,10 +4,8 @@ earlier versions."""
 
 import dataclasses
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -24,6 +22,7 @@ from testing import (
   SPECIAL_TOKENS,
   TESTS,
   read_eval_results,
+  run_python,
   tiny_bert_config,
   write_vocab,
 )
@@ -224,8 +223,8 @@ print(json.dumps(fine_tuning_flags.experiment_config_from_flags(
 
 
 def _tree_of(tool, *argv):
-  result = subprocess.run([sys.executable, "-c", _FLAGS_TO_TREE.format(tool=tool), *argv],
-                          cwd=REPOSITORY, capture_output=True, text=True, check=True)
+  result = run_python([sys.executable, "-c", _FLAGS_TO_TREE.format(tool=tool), *argv],
+                      cwd=REPOSITORY, check=True)
   return experiment.ExperimentConfig.from_dict(json.loads(result.stdout.splitlines()[-1]))
 
 
@@ -269,11 +268,9 @@ def test_an_output_folder_of_the_earlier_layout_resumes_with_the_same_command(tm
   recorded = json.loads((output / output_folder.FINGERPRINT_NAME).read_text())
 
   flags = json.loads((tmp_path / "run" / "flags.json").read_text())
-  result = subprocess.run(
-      [sys.executable, str(REPOSITORY / "run_classifier.py"),
-       *(flag.format(inputs=inputs, output=output) for flag in flags)],
-      capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  result = run_python([sys.executable, str(REPOSITORY / "run_classifier.py"),
+                       *(flag.format(inputs=inputs, output=output) for flag in flags)],
+                      timeout=300, cwd=REPOSITORY)
   assert result.returncode == 0, result.stderr[-5000:]
   # It continued the checkpoint at step 2 (the fingerprint matched), to the last step, 4.
   assert re.search(r"Restored \S*ckpt-2 \(step 2\)", result.stderr), result.stderr[-5000:]

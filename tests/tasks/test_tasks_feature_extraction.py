@@ -3,7 +3,6 @@
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from testing import (
   file_uri,
   minilm_model_dir,
   original_variables,
+  run_python,
   shared_data,
   tiny_bert_config,
 )
@@ -345,8 +345,7 @@ def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored()
           "'--num_tpu_cores=8', '--use_one_hot_embeddings=true']); "
           "print(tool.FLAGS.use_tpu, tool.FLAGS.master, tool.FLAGS.num_tpu_cores, "
           "tool.FLAGS.use_one_hot_embeddings, *tool.ignored_flags_set())")
-  result = subprocess.run([sys.executable, "-c", code], cwd=REPOSITORY, capture_output=True,
-                          text=True, timeout=120)
+  result = run_python([sys.executable, "-c", code], cwd=REPOSITORY, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split() == ["True", "grpc://10.0.0.2:8470", "8", "True", "use_tpu",
                                    "master", "use_one_hot_embeddings"]
@@ -364,7 +363,7 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
              "--max_seq_length=16", "--batch_size=2", f"--export_dir={file_uri(export_dir)}",
              # Commands written for the original may pass these: accepted, and ignored.
              "--use_tpu=false", "--num_tpu_cores=8", "--use_one_hot_embeddings=true"]
-  result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+  result = run_python(command, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "--use_one_hot_embeddings=True is ignored: it chose a one-hot matmul" in result.stderr
   assert_no_scheme_folders(tmp_path)

@@ -4,7 +4,6 @@ import csv
 import json
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -19,6 +18,7 @@ from testing import (
   assert_no_scheme_folders,
   engine_configs,
   file_uri,
+  run_python,
   run_task,
   shared_data,
   tiny_bert_config,
@@ -137,7 +137,7 @@ def test_script_on_real_swag_sample(tmp_path):
              "--do_train", "--do_eval", "--do_predict", "--max_seq_length=48",
              "--train_batch_size=2", "--num_train_epochs=1", "--noenable_xla",
              "--save_checkpoints_steps=5"]
-  result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+  result = run_python(command, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   results = dict(line.split(" = ") for line in
                  (output_dir / "eval_results.txt").read_text().splitlines())

@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 from absl import flags
@@ -26,6 +25,7 @@ from testing import (
   file_uri,
   make_records,
   read_eval_results,
+  run_python,
   shared_data,
   write_full_records,
   write_synthetic_corpus,
@@ -49,8 +49,7 @@ def _run_pretraining(tmp_path, output_dir, num_train_steps):
       "--num_warmup_steps=2", "--learning_rate=2e-5", "--save_checkpoints_steps=2",
       "--iterations_per_loop=2", f"--vocab_file={file_uri(tmp_path / 'vocab.txt')}",
       "--enable_xla=false"]
-  result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  result = run_python(command, timeout=300, cwd=REPOSITORY)
   assert result.returncode == 0, result.stderr[-5000:]
   return result.stderr
 

@@ -2,7 +2,6 @@
 
 import os
 import random
-import subprocess
 import sys
 
 import pytest
@@ -17,6 +16,7 @@ from testing import (
   engine_configs,
   file_uri,
   read_eval_results,
+  run_python,
   run_task,
   shared_data,
   tiny_bert_config,
@@ -203,7 +203,7 @@ def test_script_tags_and_exports(tmp_path):
              "--do_train",
              "--do_eval", "--do_predict", "--max_seq_length=32", "--train_batch_size=16",
              "--learning_rate=2e-3", "--num_train_epochs=2", "--noenable_xla"]
-  result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+  result = run_python(command, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert_no_scheme_folders(tmp_path)
   results = read_eval_results(output_dir / "eval_results.txt")

@@ -2,7 +2,6 @@
 
 import os
 import random
-import subprocess
 import sys
 
 import pytest
@@ -11,7 +10,7 @@ from official_bert import tokenization
 from official_bert.preprocessing import BertTokenizerLayer
 from official_bert.tokenization import vocab_builder
 
-from testing import REPOSITORY, assert_no_scheme_folders, file_uri
+from testing import REPOSITORY, assert_no_scheme_folders, file_uri, run_python
 
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "cook", "clean", "open", "work", "help",
          "call", "listen", "watch", "learn", "teach", "build", "Über", "Café", "naïve"]
@@ -89,8 +88,8 @@ def test_missing_input_and_bad_utf8_are_named(tmp_path):
 
 def run_script(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run([sys.executable, str(REPOSITORY / "build_vocab.py"), *args],
-                        cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
+  return run_python([sys.executable, str(REPOSITORY / "build_vocab.py"), *args],
+                    cwd=REPOSITORY, env=env, timeout=300)
 
 
 def test_build_vocab_script_end_to_end(tmp_path):

@@ -21,6 +21,7 @@ from testing import (
   finish,
   make_trainer,
   pretraining_dataset_fn,
+  run_script,
   start_script,
   tiny_bert_config,
   tiny_engine,
@@ -34,7 +35,7 @@ DROPOUT, DROPOUT_STEPS = 0.1, 12
 
 @pytest.mark.slow
 def test_two_mirrored_replicas_match_one_device(tmp_path):
-  finish(start_script(__file__, ["mirrored", tmp_path]))
+  run_script(__file__, ["mirrored", tmp_path])
   results = np.load(tmp_path / "results.npz")
   for name in [n for n in results.files if n.startswith("one_device/weight")]:
     np.testing.assert_allclose(results[name.replace("one_device", "mirrored")], results[name],
@@ -52,7 +53,7 @@ def test_mirrored_replicas_learn_with_dropout(tmp_path, backend):
   # With dropout the replicas draw their own masks, so only learning is comparable with one
   # device: the loss on the training records falls, and both replicas' copies of every weight
   # stay equal.
-  finish(start_script(__file__, ["dropout", tmp_path, backend]))
+  run_script(__file__, ["dropout", tmp_path, backend])
   results = np.load(tmp_path / "results.npz")
   before, after = results["losses"]
   assert after < before - 0.05, (before, after)
