@@ -89,9 +89,12 @@ sys.exit(int(sys.argv[1]))
 """
 
 
-def test_run_python_forks_a_run_that_is_its_own_program(tmp_path):
+def test_run_python_forks_a_run_that_is_its_own_program(tmp_path, monkeypatch):
   script = tmp_path / "report.py"
   script.write_text(_REPORT)
+  run_python([sys.executable, "-c", "pass"], check=True)  # the server is up
+  # What pytest changes from one test to the next does not take a new interpreter.
+  monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_other.py::test_other (call)")
   done = run_python([sys.executable, script, "3"], cwd=tmp_path,
                     env=dict(os.environ, TF_CONFIG='{"task": {}}'))
   assert done.returncode == 3 and done.stderr == "to stderr\n", done.stderr

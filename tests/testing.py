@@ -16,7 +16,9 @@ import json
 import logging
 import os
 import pathlib
+import shlex
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -450,10 +452,13 @@ _PRELOAD = ("official_bert.cli", "tensorflow", "keras", "tensorflow_text", "offi
                 "export_saved_model", "extract_features", "run_classifier", "run_ner",
                 "run_pretraining", "run_squad", "run_swag", "shuffle_records")))
 # The environment variables that the package and TensorFlow read when a run uses them, not when
-# they are imported (PYTHONPATH: `run_python` sets `sys.path` from it): a run whose environment
+# they are imported (PYTHONPATH: `run_python` sets `sys.path` from it; BENCHMARK_RESULTS_DIR: the
+# benchmarks' module, which the server does not import; PYTEST_CURRENT_TEST: pytest's, which
+# names each test in turn and which nothing else reads): a run whose environment
 # differs from the tests' only in these can start from the fork server. Any other difference
 # (TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, KERAS_BACKEND, ...) takes a new interpreter.
-READ_WHEN_USED = frozenset({"TF_CONFIG", "XLA_FLAGS", "OFFICIAL_BERT_CACHE", "PYTHONPATH"})
+READ_WHEN_USED = frozenset({"TF_CONFIG", "XLA_FLAGS", "OFFICIAL_BERT_CACHE", "PYTHONPATH",
+                            "BENCHMARK_RESULTS_DIR", "PYTEST_CURRENT_TEST"})
 
 
 @functools.cache
@@ -497,7 +502,7 @@ def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
   imports. The run is otherwise its own program's: its own process and exit status, standard
   output and error, working directory, environment, `sys.argv` and `sys.path`, the script as
   `__main__`. Any other difference, and tests of what happens at start-up, take a new
-  interpreter (`subprocess.run`).
+  interpreter (`subprocess.run`), as every run does with `OFFICIAL_BERT_TEST_FORK=0`.
 
   Raises:
     subprocess.TimeoutExpired: the run took longer than `timeout` seconds; it is killed.
@@ -509,6 +514,9 @@ def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
   args = command[1:]
   env = dict(os.environ if env is None else env)
   cwd = str(cwd or os.getcwd())
+  if os.environ.get("OFFICIAL_BERT_TEST_FORK", "1") == "0":  # every run a new interpreter
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=check)
   context, server_env = _fork_server()
   changed = {key for key in set(env) | set(server_env) if env.get(key) != server_env.get(key)}
   if changed - READ_WHEN_USED:
@@ -534,6 +542,23 @@ def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
   if check:
     done.check_returncode()
   return done
+
+
+def run_command_line(line, variables, *, cwd=REPOSITORY, timeout=300):
+  """Runs a README's command line, `python <script> <flags>` with `$NAME`s that the README has
+  exported, by `run_python`, and returns its `subprocess.CompletedProcess`.
+
+  The line is expanded and split as a POSIX shell does it (`string.Template`, `shlex.split`). The
+  tools read none of these variables, so the run's environment is the tests' own.
+
+  Args:
+    line: the command line; its first word is `sys.executable`.
+    variables: the values of its `$NAME`s.
+    cwd: its working directory: the repository, where the README's scripts are.
+    timeout: seconds.
+  """
+  words = shlex.split(string.Template(line).substitute(variables))
+  return run_python(words, cwd=cwd, timeout=timeout)
 
 
 def _forked_main(args, env, cwd, output):

@@ -61,8 +61,7 @@ def convert(model, info, *, max_seq_length, precision="float32"):
       quantization (int8 weights of the matrix products, activations quantized per call), the
       fastest int8 measured (`benchmarks/serving_throughput.py --formats`).
   """
-  import tf2onnx  # pylint: disable=import-outside-toplevel
-
+  tf2onnx = _import_tf2onnx()
   check_kind(info.kind)
   function = formats.token_id_function(model, info)
   # tf2onnx logs every rewrite at INFO.
@@ -80,6 +79,25 @@ def convert(model, info, *, max_seq_length, precision="float32"):
   return proto.SerializeToString()
 
 
+def _import_tf2onnx():
+  """tf2onnx, with its converter, imported without its change to the process environment.
+
+  Importing `tf2onnx.convert` sets TF_CPP_MIN_LOG_LEVEL=3, which every process that the caller
+  starts afterwards would inherit (their TensorFlow errors silenced); the caller's value, or its
+  absence, is put back.
+  """
+  before = os.environ.get(_TF_LOG_LEVEL)
+  try:
+    import tf2onnx.convert  # pylint: disable=import-outside-toplevel
+  finally:
+    if before is None:
+      os.environ.pop(_TF_LOG_LEVEL, None)
+    else:
+      os.environ[_TF_LOG_LEVEL] = before
+  return tf2onnx
+
+
+_TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 # Held while tf2onnx's optimizer registry holds this module's factories.
 _REGISTRY_LOCK = threading.Lock()
 

@@ -3,10 +3,11 @@ the peak memory of the export's own process, and its results file."""
 
 import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
+
+from testing import run_python
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "export_memory.py"
 
@@ -14,12 +15,11 @@ SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "export_me
 @pytest.mark.slow
 def test_each_export_runs_in_its_own_process_and_is_tabled(tmp_path):
   pytest.importorskip("openvino")
-  run = subprocess.run(
+  run = run_python(
       [sys.executable, str(SCRIPT), "--layers=1", "--hidden=32", "--vocab_size=300",
        "--max_seq_length=16", "--exports=saved_model:float32,openvino:int8",
        "--calibration_examples=4"],
-      capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent,
-      env={**os.environ, "BENCHMARK_RESULTS_DIR": str(tmp_path)})
+      timeout=600, cwd=SCRIPT.parent, env={**os.environ, "BENCHMARK_RESULTS_DIR": str(tmp_path)})
   assert run.returncode == 0, run.stderr[-3000:]
   rows = [[cell.strip() for cell in line.strip("|").split("|")]
           for line in run.stdout.splitlines() if line.startswith("| ") and "---" not in line]

@@ -3,19 +3,20 @@
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
+
+from testing import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_the_gpu_benchmark_prints_every_workload_in_its_smoke_setting(tmp_path):
-  result = subprocess.run(
+  result = run_python(
       [sys.executable, str(ROOT / "benchmarks" / "gpu_pretraining_throughput.py"), "--smoke",
-       "--nokerashub"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+       "--nokerashub"], cwd=ROOT, timeout=600,
       env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2",
                BENCHMARK_RESULTS_DIR=str(tmp_path / "results")))
   assert result.returncode == 0, result.stderr[-3000:]

@@ -6,7 +6,6 @@ file's stay within 1e-4 of the SavedModel's."""
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from official_bert import BertEncoder
 from official_bert.checkpoints import tf1
 
-from testing import minilm_model_dir, tiny_bert_config
+from testing import minilm_model_dir, run_python, tiny_bert_config
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "litert_tokens.py"
 SENTENCES = ["The µGuru's ﬁne co\u00adoperation…", "Ａ full-width letter, and Straße.",
@@ -54,12 +53,11 @@ def _encoder_folder(root):
 def test_the_litert_file_packs_the_references_ids_and_serves_their_outputs(tmp_path):
   pytest.importorskip("ai_edge_litert")
   pytest.importorskip("onnxruntime")
-  run = subprocess.run(
+  run = run_python(
       [sys.executable, str(SCRIPT), f"--glue_dir={_glue_folder(tmp_path / 'glue')}",
        f"--model_dir={_encoder_folder(tmp_path / 'encoder')}",
        "--sentences=16", "--max_seq_length=32", "--batch_size=8"],
-      capture_output=True, text=True, timeout=600, cwd=SCRIPT.parent,
-      env={**os.environ, "BENCHMARK_RESULTS_DIR": str(tmp_path)})
+      timeout=600, cwd=SCRIPT.parent, env={**os.environ, "BENCHMARK_RESULTS_DIR": str(tmp_path)})
   assert run.returncode == 0, run.stderr[-3000:]
   counts = re.findall(r"tokens, (\w+), against ([\w -]+): (\d+) of (\d+) sentences identical",
                       run.stdout)

@@ -11,14 +11,13 @@ import math
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
 
 from official_bert.data import synthetic
 
-from testing import write_synthetic_corpus
+from testing import run_python, write_synthetic_corpus
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -59,8 +58,7 @@ def test_a_tiny_run_tables_every_row_with_sane_numbers(tmp_path):
     command.append(f"--torch_python={torch_python}")
   env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2",
          "BENCHMARK_RESULTS_DIR": str(tmp_path / "generated")}
-  run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
-                       check=False)
+  run = run_python(command, env=env, timeout=900)
   assert run.returncode == 0, run.stderr[-3000:]
   lines = run.stdout.splitlines()
   expected = [["ours", "float32"]] + ([["Hugging Face", "float32"]] if torch_python else [])

@@ -9,10 +9,11 @@ say that it left them out.
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
+
+from testing import run_python
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -29,8 +30,7 @@ def test_hugging_face_rows_run_or_are_left_out_by_name(tmp_path):
     command.append(f"--torch_python={torch_python}")
   env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2",
          "BENCHMARK_RESULTS_DIR": str(tmp_path / "results")}
-  run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
-                       check=False)
+  run = run_python(command, env=env, timeout=900)
   assert run.returncode == 0, run.stderr[-3000:]
   rows = [line.split() for line in run.stdout.splitlines() if line.startswith("smoke ")]
   if not torch_python:
@@ -62,8 +62,7 @@ def test_the_fused_element_wise_kernels_are_timed_against_the_compiled_programs(
              "--dtypes=bfloat16", "--variants=ours,ours_compiled_elementwise", "--repeats=1"]
   env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "TF_CPP_MIN_LOG_LEVEL": "2",
          "BENCHMARK_RESULTS_DIR": str(tmp_path / "results")}
-  run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900,
-                       check=False)
+  run = run_python(command, env=env, timeout=900)
   assert run.returncode == 0, run.stderr[-3000:]
   rows = [line.split() for line in run.stdout.splitlines() if line.startswith("smoke ")]
   assert sorted(row[4] for row in rows) == ["ours", "ours_compiled_elementwise"]

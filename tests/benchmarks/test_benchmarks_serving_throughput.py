@@ -19,6 +19,8 @@ import pytest
 from official_bert.common import cpuinfo
 from official_bert.training import accelerators
 
+from testing import run_python
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "serving_throughput.py"
 DTYPES = ("float32", "bfloat16")
 
@@ -33,7 +35,7 @@ def test_smoke_run_prints_every_cell(tmp_path):
   command = [sys.executable, str(SCRIPT), "--smoke", "--xla=off", "--formats=openvino"]
   if torch_python:
     command.append(f"--torch_python={torch_python}")
-  run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, check=False)
+  run = run_python(command, env=env, timeout=1800)
   assert run.returncode == 0, run.stderr[-3000:]
   out = run.stdout
   assert not (tmp_path / "results").exists()  # a smoke run's figures go to no results file

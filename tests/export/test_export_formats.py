@@ -237,17 +237,36 @@ def test_the_conversion_collects_only_what_it_made_and_leaves_a_callers_freeze(m
     with block():
       raise ValueError("stopped")
   assert gc.get_freeze_count() == 0
-  # A caller that froze its objects itself finds them frozen after the block.
-  monkeypatch.setattr(gc, "unfreeze", lambda: pytest.fail("the caller's freeze was undone"))
+  # A caller that froze its objects itself finds them frozen after the block, and nothing of
+  # the block's frozen with them.
   gc.freeze()
+  monkeypatch.setattr(gc, "unfreeze", lambda: pytest.fail("the caller's freeze was undone"))
+  monkeypatch.setattr(gc, "freeze", lambda: pytest.fail("the block froze into the caller's"))
   try:
-    frozen = gc.get_freeze_count()
     with block():
       pass
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() > 0
   finally:
     monkeypatch.undo()
     gc.unfreeze()
+
+
+def test_an_onnx_export_leaves_the_process_environment_as_it_was(exports, tmp_path,
+                                                                 monkeypatch):
+  # Importing tf2onnx's converter sets TF_CPP_MIN_LOG_LEVEL=3, for the processes started after.
+  import sys  # pylint: disable=import-outside-toplevel
+
+  for module in [name for name in sys.modules if name.startswith("tf2onnx")]:
+    monkeypatch.delitem(sys.modules, module)  # imported anew, as in a new process
+  for level in ("1", None):
+    if level is None:
+      monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    else:
+      monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+    export_model_dir_as(exports["model_dir"], tmp_path / f"again-{level}.onnx", format="onnx")
+    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == level
+    for module in [name for name in sys.modules if name.startswith("tf2onnx")]:
+      monkeypatch.delitem(sys.modules, module)
 
 
 def test_a_format_without_its_packages_names_the_extra(monkeypatch):

@@ -1,7 +1,6 @@
 """The Apache Beam path of pre-training data: the local path's records, in one random order."""
 
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -306,12 +305,11 @@ def test_a_runner_without_apache_beam_names_the_extra(books, tmp_path):
   # Hides Apache Beam from the tool, whether or not it is installed here.
   code = ("import sys; sys.modules['apache_beam'] = None; "
           "from official_bert.cli import create_pretraining_data as tool; tool.run()")
-  done = subprocess.run(
+  done = run_python(
       [sys.executable, "-c", code, f"--input_file={files[0]}",
        f"--output_file={tmp_path / 'out.tfrecord'}", f"--vocab_file={vocab}",
        "--runner=DirectRunner", "--direct_num_workers=2"],
-      capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, PYTHONPATH=str(REPOSITORY), TF_CPP_MIN_LOG_LEVEL="3"))
+      timeout=300, env=dict(os.environ, PYTHONPATH=str(REPOSITORY)))
   errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
   assert done.returncode == 2, done.stderr
   assert errors == ['error: --runner=DirectRunner needs Apache Beam, which is not installed: '
@@ -355,12 +353,11 @@ def test_a_flag_that_neither_the_tool_nor_beam_knows_is_refused_before_any_work(
   beam_pipeline()
   files, vocab, _ = books
   output = tmp_path / "beam" / "train.tfrecord"
-  done = subprocess.run(
+  done = run_python(
       [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
        f"--input_file={','.join(files)}", f"--output_file={output}", f"--vocab_file={vocab}",
        "--runner=DirectRunner", "--max_seq_len=64", "--direct_num_workers=1"],
-      capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, PYTHONPATH=str(REPOSITORY), TF_CPP_MIN_LOG_LEVEL="3"))
+      timeout=300, env=dict(os.environ, PYTHONPATH=str(REPOSITORY)))
   assert done.returncode == 2, done.stderr[-3000:]
   error = done.stderr.strip().splitlines()[-1]
   assert error.startswith("error: unknown flag(s) --max_seq_len (did you mean --max_seq_length?)")

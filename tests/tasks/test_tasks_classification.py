@@ -5,7 +5,6 @@ import csv
 import json
 import logging
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -20,11 +19,11 @@ from official_bert.tasks import classification
 from official_bert.tasks.experiment import ClassificationConfig, ExperimentConfig
 
 from testing import (
-  REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
   engine_configs,
   file_uri,
+  run_command_line,
   run_task,
   shared_data,
   tiny_bert_config,
@@ -374,7 +373,7 @@ def test_real_mrpc_and_sst2_rows(tmp_path):
 
 def _readme_command(tmp_path):
   """The MRPC command of the original README, on a tiny TF1 checkpoint and MRPC-format files that
-  it writes under `tmp_path`; returns the command line and its environment."""
+  it writes under `tmp_path`; returns the command line and the values of its `$NAME`s."""
   glue_dir, bert_dir = tmp_path / "glue_data", tmp_path / "tiny_bert"
   (glue_dir / "MRPC").mkdir(parents=True)
   words = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]
@@ -390,21 +389,19 @@ def _readme_command(tmp_path):
   save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(config_file)),
                       str(bert_dir / "bert_model.ckpt"))
   # Every path a file:// URL, as gs:// ones would be given.
-  env = dict(os.environ, GLUE_DIR=file_uri(glue_dir), BERT_BASE_DIR=file_uri(bert_dir),
-             TF_CPP_MIN_LOG_LEVEL="2")
+  variables = {"GLUE_DIR": file_uri(glue_dir), "BERT_BASE_DIR": file_uri(bert_dir)}
   command = (f"{sys.executable} run_classifier.py --task_name=MRPC --do_train=true "
              "--do_eval=true --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt "
              "--bert_config_file=$BERT_BASE_DIR/bert_config.json "
              "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 "
              "--train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 "
              f"--output_dir={file_uri(tmp_path)}/mrpc_output/")
-  return command, env
+  return command, variables
 
 
 def test_the_original_readme_command_runs_unchanged(tmp_path):
-  command, env = _readme_command(tmp_path)
-  completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
-                             text=True, timeout=300)
+  command, variables = _readme_command(tmp_path)
+  completed = run_command_line(command, variables)
   assert completed.returncode == 0, completed.stderr[-3000:]
   results = dict(line.split(" = ") for line in
                  (tmp_path / "mrpc_output" / "eval_results.txt").read_text().splitlines())
@@ -416,11 +413,10 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
 
 @pytest.mark.slow
 def test_the_original_tpu_flags_are_accepted_and_the_original_checks_stop_a_misuse(tmp_path):
-  command, env = _readme_command(tmp_path)
+  command, variables = _readme_command(tmp_path)
   misuse = command.replace("--max_seq_length=128", "--max_seq_length=256 --use_tpu=false "
                            "--iterations_per_loop=10 --num_tpu_cores=8")
-  completed = subprocess.run(misuse.replace("mrpc_output", "misuse_output"), shell=True,
-                             cwd=REPOSITORY, env=env, capture_output=True, text=True, timeout=300)
+  completed = run_command_line(misuse.replace("mrpc_output", "misuse_output"), variables)
   assert completed.returncode != 0
   assert "Cannot use sequence length 256" in completed.stderr
   assert not (tmp_path / "misuse_output").exists()
@@ -517,13 +513,12 @@ def test_an_export_the_run_could_not_write_stops_it_before_training(sentiment, t
 def test_the_script_exports_a_litert_file_and_the_same_command_again_replaces_it(tmp_path):
   from official_bert.export import litert
 
-  command, env = _readme_command(tmp_path)
+  command, variables = _readme_command(tmp_path)
   tflite = tmp_path / "served" / "mrpc.tflite"
   command += f" --export_dir={file_uri(tflite)} --export_format=litert"
   sizes = []
   for _ in range(2):  # the second run resumes at its last step and exports again
-    completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
-                               text=True, timeout=300)
+    completed = run_command_line(command, variables)
     assert completed.returncode == 0, completed.stderr[-3000:]
     sizes.append(tflite.stat().st_size)
   assert sizes[0] == sizes[1] and os.listdir(tflite.parent) == ["mrpc.tflite"]

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -24,12 +23,12 @@ from official_bert.tasks.experiment import ExperimentConfig
 from official_bert.tokenization import BasicTokenizer
 
 from testing import (
-  REPOSITORY,
   SPECIAL_TOKENS,
   assert_no_scheme_folders,
   engine_configs,
   file_uri,
   read_eval_results,
+  run_command_line,
   run_task,
   shared_data,
   tiny_bert_config,
@@ -312,8 +311,7 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
   save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(config_file)),
                       str(bert_dir / "bert_model.ckpt"))
   # Every path a file:// URL, as gs:// ones would be given.
-  env = dict(os.environ, SQUAD_DIR=file_uri(squad_dir), BERT_BASE_DIR=file_uri(bert_dir),
-             TF_CPP_MIN_LOG_LEVEL="2")
+  variables = {"SQUAD_DIR": file_uri(squad_dir), "BERT_BASE_DIR": file_uri(bert_dir)}
   command = (f"{sys.executable} run_squad.py --vocab_file=$BERT_BASE_DIR/vocab.txt "
              "--bert_config_file=$BERT_BASE_DIR/bert_config.json "
              "--init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --do_train=True "
@@ -321,8 +319,7 @@ def test_the_original_readme_command_runs_unchanged(tmp_path):
              "--predict_file=$SQUAD_DIR/dev-v1.1.json --train_batch_size=12 --learning_rate=3e-5 "
              "--num_train_epochs=2.0 --max_seq_length=384 --doc_stride=128 "
              f"--output_dir={file_uri(tmp_path)}/squad_base/")
-  completed = subprocess.run(command, shell=True, cwd=REPOSITORY, env=env, capture_output=True,
-                             text=True, timeout=300)
+  completed = run_command_line(command, variables)
   assert completed.returncode == 0, completed.stderr[-3000:]
   output_dir = tmp_path / "squad_base"
   results = read_eval_results(output_dir / "eval_results.txt")
