@@ -495,13 +495,12 @@ def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
   capture_output=True, text=True)` does, and returns its `subprocess.CompletedProcess`.
 
   After the interpreter come a script and its arguments, or `-m module ...`, or `-c code ...`.
-  Where `env` (the
-  tests' environment by default) differs from the tests' own only in `READ_WHEN_USED`, the
-  process is forked from a server that has imported TensorFlow, Keras and the tools once
-  (`multiprocessing`'s fork server), which saves each run the seconds of a new interpreter's
-  imports. The run is otherwise its own program's: its own process and exit status, standard
-  output and error, working directory, environment, `sys.argv` and `sys.path`, the script as
-  `__main__`. Any other difference, and tests of what happens at start-up, take a new
+  Where `env` (the tests' environment by default) differs from the tests' own only in
+  `READ_WHEN_USED`, the process is forked from a server that has imported TensorFlow, Keras and
+  the tools once (`multiprocessing`'s fork server), which saves each run the seconds of a new
+  interpreter's imports. The run is otherwise its own program's: its own process and exit
+  status, standard output and error, working directory, environment, `sys.argv` and `sys.path`,
+  the script as `__main__`. Any other difference, and tests of what happens at start-up, take a new
   interpreter (`subprocess.run`), as every run does with `OFFICIAL_BERT_TEST_FORK=0`.
 
   Raises:
@@ -526,7 +525,8 @@ def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
   try:
     for name in ("out", "err"):  # read even if the process dies before it opens them
       (output / name).touch()
-    process = context.Process(target=_forked_main, args=(args, env, cwd, str(output)))
+    process = context.Process(target=_forked_main,
+                              args=(args, env, cwd, _interpreter_path(), str(output)))
     process.start()
     process.join(timeout)
     timed_out = process.exitcode is None
@@ -561,7 +561,7 @@ def run_command_line(line, variables, *, cwd=REPOSITORY, timeout=300):
   return run_python(words, cwd=cwd, timeout=timeout)
 
 
-def _forked_main(args, env, cwd, output):
+def _forked_main(args, env, cwd, interpreter_path, output):
   """The forked process of `run_python`: it becomes `python <args>` and ends with its status."""
   import runpy  # pylint: disable=import-outside-toplevel
   import traceback  # pylint: disable=import-outside-toplevel
@@ -573,7 +573,7 @@ def _forked_main(args, env, cwd, output):
   os.chdir(cwd)
   os.environ.clear()
   os.environ.update(env)
-  paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + _interpreter_path()
+  paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + interpreter_path
   status = 0
   try:
     if args[0] == "-m":
