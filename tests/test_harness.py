@@ -92,6 +92,7 @@ sys.exit(int(sys.argv[1]))
 def test_run_python_forks_a_run_that_is_its_own_program(tmp_path, monkeypatch):
   script = tmp_path / "report.py"
   script.write_text(_REPORT)
+  monkeypatch.delenv("OFFICIAL_BERT_TEST_FORK", raising=False)  # the fork path, whatever is set
   run_python([sys.executable, "-c", "pass"], check=True)  # the server is up
   # What pytest changes from one test to the next does not take a new interpreter.
   monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_other.py::test_other (call)")

@@ -513,12 +513,12 @@ def run_python(command, *, env=None, cwd=None, timeout=300, check=False):
   args = command[1:]
   env = dict(os.environ if env is None else env)
   cwd = str(cwd or os.getcwd())
-  if os.environ.get("OFFICIAL_BERT_TEST_FORK", "1") == "0":  # every run a new interpreter
-    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=check)
-  context, server_env = _fork_server()
-  changed = {key for key in set(env) | set(server_env) if env.get(key) != server_env.get(key)}
-  if changed - READ_WHEN_USED:
+  fork = os.environ.get("OFFICIAL_BERT_TEST_FORK", "1") != "0"
+  if fork:
+    context, server_env = _fork_server()
+    changed = {key for key in set(env) | set(server_env) if env.get(key) != server_env.get(key)}
+    fork = not changed - READ_WHEN_USED
+  if not fork:
     return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, check=check)
   output = pathlib.Path(tempfile.mkdtemp(prefix="run_python-"))

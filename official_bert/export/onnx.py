@@ -79,6 +79,9 @@ def convert(model, info, *, max_seq_length, precision="float32"):
   return proto.SerializeToString()
 
 
+_TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+
+
 def _import_tf2onnx():
   """tf2onnx, with its converter, imported without its change to the process environment.
 
@@ -97,7 +100,6 @@ def _import_tf2onnx():
   return tf2onnx
 
 
-_TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
 # Held while tf2onnx's optimizer registry holds this module's factories.
 _REGISTRY_LOCK = threading.Lock()
 
