@@ -425,6 +425,7 @@ def test_the_original_tpu_flags_are_accepted_and_the_original_checks_stop_a_misu
 
 # === --export_format: the run's export in another format ===
 
+@pytest.mark.slow  # a second end-to-end run; test_export_formats.py holds the export itself
 def test_a_run_exports_the_onnx_file_it_is_given_and_it_serves_the_saved_model(sentiment,
                                                                                tmp_path):
   import onnxruntime  # the `onnx` extra, which dev.py installs
