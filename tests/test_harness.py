@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from testing import READ_WHEN_USED, REPOSITORY, run_python
+from testing import READ_WHEN_USED, REPOSITORY, run_command_line, run_python
 
 _FILES = {
     "tests/test_quick.py": "def test_quick():\n  assert True\n",
@@ -130,3 +130,10 @@ def test_run_python_kills_a_run_past_its_timeout():
     run_python([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
   with pytest.raises(subprocess.CalledProcessError):
     run_python([sys.executable, "-c", "raise SystemExit(4)"], check=True)
+
+
+def test_a_readme_command_line_is_expanded_and_continued_as_a_shell_does_it():
+  line = f"{sys.executable} -c 'import sys; print(sys.argv[1:])' \\\n    --a=$A/b ${{B}}c"
+  done = run_command_line(line, {"A": "gs://x", "B": "y z"}, timeout=120)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert done.stdout == "['--a=gs://x/b', 'y', 'zc']\n"

@@ -548,8 +548,9 @@ def run_command_line(line, variables, *, cwd=REPOSITORY, timeout=300):
   """Runs a README's command line, `python <script> <flags>` with `$NAME`s that the README has
   exported, by `run_python`, and returns its `subprocess.CompletedProcess`.
 
-  The line is expanded and split as a POSIX shell does it (`string.Template`, `shlex.split`). The
-  tools read none of these variables, so the run's environment is the tests' own.
+  The line is expanded and split as a POSIX shell does it (`string.Template`, `shlex.split`), a
+  backslash before a line break continuing the line. The tools read none of these variables, so
+  the run's environment is the tests' own.
 
   Args:
     line: the command line; its first word is `sys.executable`.
@@ -557,7 +558,8 @@ def run_command_line(line, variables, *, cwd=REPOSITORY, timeout=300):
     cwd: its working directory: the repository, where the README's scripts are.
     timeout: seconds.
   """
-  words = shlex.split(string.Template(line).substitute(variables))
+  # shlex would keep an escaped line break as a word of its own; a shell drops it.
+  words = shlex.split(string.Template(line.replace("\\\n", "")).substitute(variables))
   return run_python(words, cwd=cwd, timeout=timeout)
 
 
