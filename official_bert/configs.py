@@ -6,7 +6,6 @@ import math
 import os
 
 from absl import logging
-import tensorflow as tf
 
 from official_bert.common import file_io
 from official_bert.common.errors import UserError
@@ -156,7 +155,7 @@ class BertConfig:
       A `BertConfig`.
     """
     path = os.fspath(path)
-    if not tf.io.gfile.exists(path):
+    if not file_io.exists(path):
       raise FileNotFoundError(f"The BERT config file {path} does not exist.")
     values = file_io.read_json_object(path)
     return cls.from_dict(values, source=path, allow_unknown_keys=allow_unknown_keys)

@@ -1,7 +1,10 @@
 """Files through TensorFlow's file systems: atomic writes, whole folders and glob expansion.
 
 Every path the package reads or writes may be local or any scheme TensorFlow knows (`gs://`,
-`file://`, `ram://`, ...), so the helpers go through `tf.io.gfile`.
+`file://`, `ram://`, ...), so the helpers go through `tf.io.gfile`. TensorFlow loads when a helper
+first touches a file: the model runs on JAX and PyTorch without TensorFlow installed, and only
+reading or writing its files (a config, a model folder) then asks for it, in one line
+(`TensorFlowMissingError`).
 
 Example:
 
@@ -21,9 +24,8 @@ import json
 import os
 import re
 import socket
+import sys
 import uuid
-
-import tensorflow as tf
 
 from official_bert.common.errors import UserError
 
@@ -32,16 +34,45 @@ from official_bert.common.errors import UserError
 READ_BLOCK_BYTES = 1 << 20
 
 
+class TensorFlowMissingError(UserError):
+  """A file was to be read or written, and TensorFlow, whose file systems do that, is missing."""
+
+
+def gfile(path):
+  """`tf.io.gfile`, through which every file of the package is read and written.
+
+  Args:
+    path: the file or folder about to be used, named in the error.
+
+  Raises:
+    TensorFlowMissingError: TensorFlow is not installed.
+  """
+  try:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise TensorFlowMissingError(
+        f"{path}: files are read and written through TensorFlow's file systems (tf.io.gfile), "
+        "and TensorFlow is not installed; install it (pip install tensorflow-cpu) beside JAX or "
+        "PyTorch, or build the model from a BertConfig and load its weights with Keras' "
+        "`model.load_weights`") from None
+  return tf.io.gfile
+
+
+def exists(path):
+  """Whether `path` exists, as a file or a folder (on any `tf.io.gfile` file system)."""
+  return gfile(path).exists(os.fspath(path))
+
+
 class _GFileRaw(io.RawIOBase):
   """A `tf.io.gfile.GFile` opened for reading, as the raw stream under Python's buffered readers."""
 
   def __init__(self, path):
     super().__init__()
     self.name = path
-    self._file = tf.io.gfile.GFile(path, "rb")
+    self._file = gfile(path).GFile(path, "rb")
     try:
       self._file.read(0)  # Opens the file now, so that a missing one is reported here.
-    except tf.errors.NotFoundError as e:
+    except sys.modules["tensorflow"].errors.NotFoundError as e:
       raise FileNotFoundError(f"{path}: no such file") from e
 
   def readable(self):
@@ -85,7 +116,7 @@ def open_read(path, encoding=None, newline=None):
 
 def is_file(path):
   """Whether `path` exists and is a file, not a folder (on any `tf.io.gfile` file system)."""
-  return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+  return gfile(path).exists(path) and not gfile(path).isdir(path)
 
 
 def local_path(path):
@@ -125,10 +156,10 @@ def atomic_path(path):
   temporary = temporary_name(os.fspath(path))
   try:
     yield temporary
-    tf.io.gfile.rename(temporary, os.fspath(path), overwrite=True)
+    gfile(path).rename(temporary, os.fspath(path), overwrite=True)
   finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.remove(temporary)
+    if gfile(path).exists(temporary):
+      gfile(path).remove(temporary)
 
 
 @contextlib.contextmanager
@@ -147,7 +178,7 @@ def atomic_write(path, mode="w"):
   """
   if mode not in ("w", "wb"):
     raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}.")
-  with atomic_path(path) as temporary, tf.io.gfile.GFile(temporary, mode) as f:
+  with atomic_path(path) as temporary, gfile(path).GFile(temporary, mode) as f:
     yield f
 
 
@@ -173,21 +204,22 @@ def write_folder(folder, fill, last):
     The names of the files moved in, `last` at the end.
   """
   folder = os.fspath(folder)
-  tf.io.gfile.makedirs(folder)
+  files = gfile(folder)
+  files.makedirs(folder)
   staging = temporary_name(os.path.join(folder, ".staging"))
-  tf.io.gfile.makedirs(staging)
+  files.makedirs(staging)
   try:
     fill(staging)
-    names = sorted(tf.io.gfile.listdir(staging), key=lambda name: name == last)
+    names = sorted(files.listdir(staging), key=lambda name: name == last)
     if last not in names:
       raise FileNotFoundError(f"Writing {folder}: {last} was not written.")
-    if tf.io.gfile.exists(os.path.join(folder, last)):
-      tf.io.gfile.remove(os.path.join(folder, last))
+    if files.exists(os.path.join(folder, last)):
+      files.remove(os.path.join(folder, last))
     for name in names:
-      tf.io.gfile.rename(os.path.join(staging, name), os.path.join(folder, name), overwrite=True)
+      files.rename(os.path.join(staging, name), os.path.join(folder, name), overwrite=True)
   finally:
-    if tf.io.gfile.exists(staging):
-      tf.io.gfile.rmtree(staging)
+    if files.exists(staging):
+      files.rmtree(staging)
   return names
 
 
@@ -210,7 +242,8 @@ def expand_globs(patterns, what="input file"):
   for pattern in (p.strip() for group in patterns for p in os.fspath(group).split(",")):
     if not pattern:
       continue
-    matches = sorted(m for m in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(m))
+    files_of = gfile(pattern)
+    matches = sorted(m for m in files_of.glob(pattern) if not files_of.isdir(m))
     if not matches:
       raise FileNotFoundError(f"{what} {pattern!r}: no such file (or no match for the glob).")
     files.extend(matches)
@@ -265,7 +298,9 @@ def raise_if_disk_full(error, what, path=None):
   """
   if isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS:
     path, reason = error.filename or path, error.strerror
-  elif isinstance(error, tf.errors.OpError) and _DISK_FULL_MESSAGE.search(error.message):
+  elif ("tensorflow" in sys.modules  # an OpError exists only once TensorFlow is loaded
+        and isinstance(error, sys.modules["tensorflow"].errors.OpError)
+        and _DISK_FULL_MESSAGE.search(error.message)):
     found = _DISK_FULL_MESSAGE.search(error.message)
     path, reason = found["path"], found["reason"]
   else:

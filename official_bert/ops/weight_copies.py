@@ -14,10 +14,12 @@ stay the master weights (the optimizer's and the checkpoint's); the copies are n
 saved.
 
 Layers read a weight with `read(variable, dtype)`: a cast, or the variable's copy while the step's
-forward pass is traced inside `WeightCopies.reading()`.
+forward pass is traced inside `WeightCopies.reading()`. `read` runs on every backend;
+`WeightCopies` belongs to TensorFlow's training engine and loads TensorFlow when it is made.
 
 Example:
 
+>>> import tensorflow as tf
 >>> layer = keras.layers.Dense(2)
 >>> layer.build((None, 3))
 >>> copies = WeightCopies([layer.kernel], "bfloat16")
@@ -33,7 +35,6 @@ Example:
 import contextlib
 
 import keras
-import tensorflow as tf
 
 # The `WeightCopies` whose copies `read` returns, while a training step's forward pass is traced.
 _reading = None
@@ -65,6 +66,7 @@ class WeightCopies:
   """
 
   def __init__(self, variables, dtype):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     self.variables = [v for v in variables if tf.as_dtype(v.dtype) == tf.float32]
     # Trainable, so that a gradient tape watches their reads; they belong to no model or
     # checkpoint.
@@ -104,6 +106,7 @@ class WeightCopies:
   @staticmethod
   def combine(direct, through_copies):
     """Each variable's float32 gradient from the two parts of `gradients`."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     combined = []
     for own, copied in zip(direct, through_copies):
       own = None if own is None else tf.convert_to_tensor(own)
@@ -117,7 +120,7 @@ class WeightCopies:
     for variable in self.variables if variables is None else variables:
       copy = self.copy_of(variable)
       if copy is not None:
-        copy.assign(tf.cast(_value(variable), copy.dtype))
+        copy.assign(keras.ops.cast(_value(variable), copy.dtype))
 
 
 def _value(variable):

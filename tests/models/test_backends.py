@@ -1,6 +1,7 @@
 """The model on Keras' JAX and PyTorch backends: the encoder, every head and the pre-trainer build,
-run, train with `Model.fit`, round-trip through `model.json` + `.weights.h5`, load model folders
-written under TensorFlow with the same outputs, and refuse TensorFlow's kernels.
+run, train with `Model.fit` and round-trip through `model.json` + `.weights.h5` without TensorFlow
+installed, load model folders written under TensorFlow with the same outputs, and refuse
+TensorFlow's kernels.
 
 Keras reads `KERAS_BACKEND` once per process, so each backend runs its checks in one subprocess
 (`_CHECKS`); this process, on TensorFlow, writes the folders and the outputs they must give.
@@ -35,11 +36,14 @@ import keras
 import numpy as np
 
 job = json.loads(sys.argv[1])
+# The model needs no TensorFlow: until the model folders below, it is as if not installed (an
+# import of it fails, and `importlib.util.find_spec` finds none).
+_TENSORFLOW = ("tensorflow", "tensorflow_text", "tensorflow_datasets")
+for name in _TENSORFLOW:
+  sys.modules[name] = None
 from official_bert import (BertClassifier, BertConfig, BertEncoder, BertMultipleChoice,
                            BertPretrainer, BertSpanLabeler, BertTokenClassifier, ops)
-from official_bert.checkpoints import load_model_dir
 from official_bert.common.errors import UserError
-from official_bert.training import RuntimeConfig
 
 results = {"backend": keras.backend.backend()}
 config = BertConfig.from_dict(job["config"])
@@ -86,6 +90,17 @@ restored.load_weights(weights_file)
 expected = numpy(classifier(inputs))["logits"]
 results["round_trip_error"] = float(np.abs(numpy(restored(inputs))["logits"] - expected).max())
 results["round_trip_class"] = type(restored).__name__
+
+# Reading a file asks for TensorFlow's file systems in one line.
+try:
+  BertConfig.from_json_file(job["tmp"] + "/bert_config.json")
+except UserError as error:
+  results["config_file_error"] = str(error)
+results["tensorflow_loaded"] = any(sys.modules[name] is not None for name in _TENSORFLOW)
+for name in _TENSORFLOW:
+  del sys.modules[name]
+from official_bert.checkpoints import load_model_dir
+from official_bert.training import RuntimeConfig
 
 # Model folders written under TensorFlow: their float32 outputs agree with TensorFlow's. The
 # random classifier's was saved with the cpu_onednn kernels, which this backend lacks.
@@ -178,6 +193,11 @@ def test_the_model_runs_trains_saves_and_loads_on_another_backend(backend, job, 
   assert all(np.isfinite(losses)) and losses[-1] < 0.5 * losses[0], losses
   assert results["round_trip_class"] == "BertClassifier"
   assert results["round_trip_error"] == 0.0
+  # All of the above ran without TensorFlow; a file needs it, and says so.
+  assert not results["tensorflow_loaded"]
+  assert results["config_file_error"].startswith(
+      f"{tmp_path}/bert_config.json: files are read and written through TensorFlow's file "
+      "systems (tf.io.gfile), and TensorFlow is not installed"), results["config_file_error"]
   for name, folder in results["folders"].items():
     assert folder["kernels"] == ["stock"], name
     assert max(folder["errors"].values()) < 1e-5, (name, folder["errors"])
