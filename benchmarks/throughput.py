@@ -1,13 +1,7 @@
 """What the throughput benchmarks share: random pre-training batches, FLOP counts, a matmul peak,
 and the two trainers timed side by side (this package's `Trainer` and KerasHub's `Model.fit`).
 
-Training FLOPs per step (forward + backward = 3 x forward, a matmul of m x k by k x n = 2mkn):
-
-    6 * 12 * L * H^2 * B * S        transformer matmuls: 12 H^2 weights per layer, B * S tokens
-  + 12 * L * B * S^2 * H            attention scores and their weighted sum (2 * 2 S^2 H forward)
-  + 6 * (H * V + H^2) * B * P       MLM transform and vocabulary projection, masked positions only
-
-(embedding lookups, the pooler, layer norms, softmax and the optimizer are left out).
+FLOPs are counted by `flops.py`.
 """
 
 import contextlib
@@ -16,6 +10,7 @@ import os
 import tempfile
 import time
 
+from flops import VOCAB, encoder_flops, training_flops  # noqa: F401  (shared here)
 import keras
 import numpy as np
 import tensorflow as tf
@@ -32,19 +27,6 @@ from official_bert.training import (
   accelerators,
   create_optimizer,
 )
-
-VOCAB = 30522
-
-
-def encoder_flops(layers, hidden, tokens, seq):
-  """Forward FLOPs of the encoder's matrix products over `tokens` tokens in sequences of `seq`."""
-  return 2 * 12 * layers * hidden**2 * tokens + 4 * layers * tokens * seq * hidden
-
-
-def training_flops(layers, hidden, batch, seq, predictions):
-  """Training FLOPs of one pre-training step (see the module docstring)."""
-  masked_lm = 2 * (hidden * VOCAB + hidden**2) * batch * predictions
-  return 3 * (encoder_flops(layers, hidden, batch * seq, seq) + masked_lm)
 
 
 def matmul_peak(dtype="float32", size=4096, repeats=5, chain=8, jit_compile=True):
