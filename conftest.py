@@ -8,6 +8,11 @@ does not know counts as the longest): `dev.py test` hands whole files to its wor
 order, so no long file is handed out last to keep one worker busy while the other has finished.
 `python3 dev.py test --record-durations` measures the files that run and updates the record.
 
+The temporary files that libraries make on their own (TensorFlow's AutoGraph sources, the folders
+TFDS makes for a dataset's metadata) and the scripts the tests start go into a folder of the
+session's temporary folder (`TMPDIR` and `tempfile.tempdir`), not into the machine's `/tmp`, and
+go with it.
+
 XLA compiles the tests' programs at LLVM's -O0 (`--xla_backend_optimization_level=0` in
 `XLA_FLAGS`, which the scripts the tests start inherit), unless `XLA_FLAGS` sets a level itself.
 """
@@ -17,6 +22,7 @@ import json
 import os
 import pathlib
 import subprocess
+import tempfile
 
 import pytest
 
@@ -33,6 +39,16 @@ if importlib.util.find_spec("apache_beam") is None:
 _XLA_LEVEL = "--xla_backend_optimization_level"
 if _XLA_LEVEL not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_LEVEL}=0".strip()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_the_sessions_folder(tmp_path_factory):
+  folder = tmp_path_factory.mktemp("tmp", numbered=False)
+  patch = pytest.MonkeyPatch()
+  patch.setenv("TMPDIR", str(folder))  # the processes the tests start
+  patch.setattr(tempfile, "tempdir", str(folder))  # this one, which read TMPDIR already
+  yield folder
+  patch.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,11 @@ root `conftest.py` and a few tiny test files), so nothing here depends on this c
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -137,3 +139,16 @@ def test_a_readme_command_line_is_expanded_and_continued_as_a_shell_does_it():
   done = run_command_line(line, {"A": "gs://x", "B": "y z"}, timeout=120)
   assert done.returncode == 0, done.stderr[-2000:]
   assert done.stdout == "['--a=gs://x/b', 'y', 'zc']\n"
+
+
+def test_temporary_files_of_libraries_and_started_processes_stay_in_the_sessions_folder(
+    tmp_path_factory):
+  # TensorFlow's AutoGraph and TFDS make their temporary files with `tempfile` on their own.
+  session = tmp_path_factory.getbasetemp().resolve()
+  made = pathlib.Path(tempfile.mkdtemp(suffix="tfds")).resolve()
+  assert session in made.parents, (session, made)
+  show = [sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"]
+  forked = run_python(show, check=True)
+  started = subprocess.run(show, capture_output=True, text=True, check=True)
+  for result in (forked, started):
+    assert session in pathlib.Path(result.stdout.strip()).resolve().parents, result.stdout
