@@ -9,16 +9,17 @@ It runs in two halves, because a GPU machine for JAX or PyTorch need not have Te
                                                          # TensorFlow's float32 outputs
     python benchmarks/backends_gpu.py --job=JOB          # on the GPU machine, with keras and
                                                          # jax / torch (+ transformers)
+    python benchmarks/backends_gpu.py --write_job=JOB --smoke && \
     python benchmarks/backends_gpu.py --job=JOB --smoke  # tiny shapes, any device, a minute
 
 The second prints one table and writes it to `benchmarks/results/backends_gpu.md`. Each backend
 runs in a process of its own (Keras reads `KERAS_BACKEND` once), with `tensorflow` made
 unimportable there, so every row also shows that the model needs no TensorFlow:
 
-* `agreement`: the job's encoder (4 layers, hidden 256), its `.weights.h5` loaded through Keras,
-  run on the GPU in float32; the largest absolute difference from TensorFlow's outputs on a CPU,
-  at the framework's default matmul precision (JAX lets XLA use TF32 on NVIDIA GPUs; PyTorch does
-  not by default) and at full float32;
+* `agreement`: the job's encoder (4 layers, hidden 256; 1 and 32 in a smoke job), its
+  `.weights.h5` loaded through Keras, run on the GPU in float32; the largest absolute difference
+  from TensorFlow's outputs on a CPU, at the framework's default matmul precision (JAX lets XLA
+  use TF32 on NVIDIA GPUs; PyTorch does not by default) and at full float32;
 * `fit`: `BertClassifier` on that encoder, 30 `Model.fit` steps on one batch; the loss's fall;
 * `pretrain`: `BertPretrainer` at BERT-Base, `mixed_bfloat16`, AdamW with clipping, the masked-LM
   and next-sentence cross-entropies, `Model.fit` (compiled by XLA on JAX, eager on PyTorch);
@@ -60,17 +61,20 @@ FLAGS = flags.FLAGS
 
 SEQ, PREDICTIONS, VOCAB = 128, 20, 30522
 SMOKE = {"layers": 1, "hidden": 64, "batch": 4, "steps": 2, "windows": 1}
-# The agreement model: small enough to travel (its weights are about 21 MB).
+# The agreement model: small enough to travel (its weights are about 21 MB); a smoke job's is
+# tinier still.
 SMALL = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
              intermediate_size=1024, max_position_embeddings=SEQ)
+SMOKE_SMALL = dict(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=SEQ)
 _TENSORFLOW = ("tensorflow", "tensorflow_text", "tensorflow_datasets")
 
 
-def _agreement_inputs():
+def _agreement_inputs(vocab_size):
   rng = np.random.default_rng(0)
   lengths = np.array([128, 100, 64, 17, 128, 90, 33, 128])
   mask = (np.arange(SEQ)[None] < lengths[:, None]).astype("int32")
-  ids = rng.integers(5, SMALL["vocab_size"], (len(lengths), SEQ)).astype("int32") * mask
+  ids = rng.integers(5, vocab_size, (len(lengths), SEQ)).astype("int32") * mask
   types = ((np.arange(SEQ)[None] >= lengths[:, None] // 2) * mask).astype("int32")
   return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
@@ -83,9 +87,9 @@ def write_job(folder):
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
   keras.utils.set_random_seed(0)
-  config = BertConfig(**SMALL)
+  config = BertConfig(**(SMOKE_SMALL if FLAGS.smoke else SMALL))
   encoder = BertEncoder(config)
-  inputs = _agreement_inputs()
+  inputs = _agreement_inputs(config.vocab_size)
   outputs = encoder(inputs)
   encoder.save_weights(str(folder / "encoder.weights.h5"))
   np.savez(folder / "inputs.npz", **inputs)
@@ -373,7 +377,7 @@ def _worker_main(argv):
 if __name__ == "__main__":
   if any(arg.startswith("--worker=") for arg in sys.argv):
     app.run(_worker_main)
-  elif any(arg.startswith("--write_job") for arg in sys.argv):
+  elif any(arg.startswith("--write_job") for arg in sys.argv):  # a job is no result
     app.run(main)
   else:
     app.run(recording("backends_gpu", main, markdown=True, smoke=lambda: FLAGS.smoke))

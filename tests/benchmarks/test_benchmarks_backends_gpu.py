@@ -19,8 +19,8 @@ def test_the_backends_benchmark_checks_jax_and_torch_without_tensorflow(tmp_path
   env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2",
              BENCHMARK_RESULTS_DIR=str(tmp_path / "results"))
   job = tmp_path / "job"
-  written = run_python([sys.executable, SCRIPT, f"--write_job={job}"], cwd=ROOT, timeout=300,
-                       env=env)
+  written = run_python([sys.executable, SCRIPT, f"--write_job={job}", "--smoke"], cwd=ROOT,
+                       timeout=300, env=env)
   assert written.returncode == 0, written.stderr[-3000:]
   assert sorted(os.listdir(job)) == ["encoder.weights.h5", "expected.npz", "inputs.npz",
                                      "job.json"]
