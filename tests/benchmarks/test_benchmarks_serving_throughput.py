@@ -11,7 +11,6 @@ import importlib.util
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
@@ -95,7 +94,8 @@ def test_smoke_run_prints_every_cell(tmp_path):
 
 
 def test_the_serving_processes_run_with_the_asked_onednn_setting():
-  # In a process of its own: importing the script defines its flags and sets the environment.
+  # In a process of its own (forked: run_python): importing the script defines its flags and sets
+  # the environment.
   check = """
 import serving_throughput as s
 environ = {"TF_ENABLE_ONEDNN_OPTS": "1", "PATH": "/bin"}
@@ -103,8 +103,6 @@ assert s.server_environment("default", environ) == {"PATH": "/bin"}
 assert s.server_environment("on", {}) == {"TF_ENABLE_ONEDNN_OPTS": "1"}
 assert s.server_environment("off", environ) == {"TF_ENABLE_ONEDNN_OPTS": "0", "PATH": "/bin"}
 """
-  env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, SCRIPT.parents[:2])),
-         "TF_CPP_MIN_LOG_LEVEL": "2"}
-  run = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
-                       timeout=300, check=False)
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, SCRIPT.parents[:2]))}
+  run = run_python([sys.executable, "-c", check], env=env, timeout=300)
   assert run.returncode == 0, run.stderr[-3000:]
