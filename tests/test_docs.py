@@ -8,6 +8,10 @@ released checkpoint has at hand, in miniature: `vocab.txt`, `bert_config.json` (
 A `print(...)` whose last line ends in a comment promises that output: the comment is compared
 with the line it prints, as a doctest would (`...` matches anything). Shell, JSON and listing
 blocks are not run.
+
+A block that names the Keras backend it is for (`os.environ.setdefault("KERAS_BACKEND", "jax")`)
+runs in this process on TensorFlow, whose Keras is already loaded, and again, as its reader runs
+it, in a new interpreter on the backend it names.
 """
 
 import ast
@@ -16,6 +20,8 @@ import io
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tokenize
 
 import pytest
@@ -27,6 +33,7 @@ PAGES = [REPOSITORY / "README.md", REPOSITORY / "CONTRIBUTING.md",
 _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 # Blocks that train or export run end to end: a few seconds to half a minute each.
 _SLOW_CALLS = ("driver.run(", "export_model_dir(")
+_BACKEND = re.compile(r"""os\.environ\.setdefault\(["']KERAS_BACKEND["'], ["'](\w+)["']\)""")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 _WORDS = """the a an of and to is was it film movie good bad great moving gripping two hours i will
@@ -135,7 +142,10 @@ def test_python_block_runs(page, line, source, inputs, tmp_path, monkeypatch, ca
   finally:
     os.environ.clear()
     os.environ.update(environment)
-  printed = capsys.readouterr().out.splitlines()
+  _check_printed(source, capsys.readouterr().out.splitlines())
+
+
+def _check_printed(source, printed):
   promised = promised_outputs(source)
   assert len(printed) == len(promised), (
       f"each print of the block should print one line; it printed {printed}")
@@ -144,3 +154,29 @@ def test_python_block_runs(page, line, source, inputs, tmp_path, monkeypatch, ca
     if want is not None:
       assert checker.check_output(want + "\n", got + "\n", doctest.ELLIPSIS), (
           f"the block promises {want!r} but printed {got!r}")
+
+
+_BACKEND_BLOCKS = [(page, line, source, _BACKEND.search(source).group(1))
+                   for page, line, source in BLOCKS if _BACKEND.search(source)]
+
+
+def test_the_worked_backend_example_is_found():
+  assert ("backends.md", "jax") in {(page.name, backend) for page, _, _, backend in _BACKEND_BLOCKS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page, line, source, backend", [
+    pytest.param(*block, id=f"{block[0].relative_to(REPOSITORY).as_posix()}:{block[1]}")
+    for block in _BACKEND_BLOCKS])
+def test_a_block_for_another_backend_runs_on_it(page, line, source, backend, inputs, tmp_path):
+  shutil.copytree(inputs, tmp_path, dirs_exist_ok=True)
+  (tmp_path / "block.py").write_text(
+      source + "\nimport keras as _keras\nprint('backend', _keras.backend.backend())\n")
+  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+  env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), env.get("PYTHONPATH")]))
+  done = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, env=env, capture_output=True,
+                        text=True, timeout=600, check=False)
+  assert done.returncode == 0, f"{page.name}:{line}\n{done.stderr[-3000:]}"
+  printed = done.stdout.splitlines()
+  assert printed[-1] == f"backend {backend}", printed
+  _check_printed(source, printed[:-1])
