@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from testing import REPOSITORY, assert_no_scheme_folders, file_uri
+from testing import REPOSITORY, assert_no_scheme_folders, file_uri, run_python
 
 sys.path.insert(0, os.path.join(REPOSITORY, "benchmarks"))
 import demo_seeds  # noqa: E402  (a script of benchmarks/, not of the package)
@@ -80,9 +80,12 @@ def test_demo_runs_every_stage_and_pretraining_helps(tmp_path):
   assert demo_seeds.summary(output) == {"pretrained": from_pretrained, "random": from_random,
                                         "served": 4, "requests": 4}
 
-  # --reuse_data refuses data made with other data flags, before any training.
-  refused = subprocess.run([sys.executable, os.path.join(REPOSITORY, "demo.py"),
-                            f"--output_dir={file_uri(tmp_path)}", "--reuse_data",
-                            "--num_documents=151"],
-                           capture_output=True, text=True, timeout=300, cwd=REPOSITORY)
+  # --reuse_data refuses data made with other data flags, before any training: the demo's inner
+  # process, which runs the stages (the run above ran the outer one, which filters its stderr),
+  # forked by run_python.
+  refused = run_python([sys.executable, os.path.join(REPOSITORY, "demo.py"),
+                        f"--output_dir={file_uri(tmp_path)}", "--reuse_data",
+                        "--num_documents=151"],
+                       env=dict(os.environ, OFFICIAL_BERT_DEMO_STAGES="1"), timeout=300,
+                       cwd=REPOSITORY)
   assert refused.returncode != 0 and "--reuse_data: the data in" in refused.stderr
