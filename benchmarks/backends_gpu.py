@@ -23,10 +23,11 @@ unimportable there, so every row also shows that the model needs no TensorFlow:
 * `fit`: `BertClassifier` on that encoder, 30 `Model.fit` steps on one batch; the loss's fall;
 * `pretrain`: `BertPretrainer` at BERT-Base, `mixed_bfloat16`, AdamW with clipping, the masked-LM
   and next-sentence cross-entropies, `Model.fit` (compiled by XLA on JAX, eager on PyTorch);
-  sequences per second, the best of `--windows` epochs of `--steps` steps after one to compile;
-* `hf_pretrain`: the peer, `transformers.BertForPreTraining` in PyTorch, `torch.autocast`
-  bfloat16, fused AdamW, the masked-LM head on the masked positions only, eager and
-  `torch.compile`d.
+  sequences per second, the best of `--windows` epochs of `--steps` steps after a first one that
+  compiles (its seconds are the last column);
+* `hf_pretrain`: the peer, `transformers.BertForPreTraining` in PyTorch, the step of
+  `torch_pretraining.py` (`torch.autocast` bfloat16, fused AdamW, the masked-LM head on the masked
+  positions only) on the GPU, eager and `torch.compile`d.
 
 MFU divides the model FLOPs (`flops.py`) by the best of chained bfloat16 8192 x 8192 products on
 the same GPU, through JAX.
@@ -135,7 +136,6 @@ def _keras_worker(job):
     import torch  # pylint: disable=import-outside-toplevel
     out["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     out["version"] = f"torch {torch.__version__}"
-    out["torch_tf32_default"] = torch.backends.cuda.matmul.allow_tf32
 
     @contextlib.contextmanager
     def full_precision():
@@ -178,10 +178,7 @@ def _keras_worker(job):
 
   # BERT-Base pre-training steps under mixed_bfloat16.
   keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
-  pretrainer = BertPretrainer(BertConfig(
-      vocab_size=VOCAB, hidden_size=FLAGS.hidden, num_hidden_layers=FLAGS.layers,
-      num_attention_heads=FLAGS.hidden // 64, intermediate_size=4 * FLAGS.hidden,
-      max_position_embeddings=512))
+  pretrainer = BertPretrainer(_pretraining_config())
   cross_entropy = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
   pretrainer.compile(
       optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
@@ -196,15 +193,13 @@ def _keras_worker(job):
       ends.append(time.perf_counter())
 
   start = time.perf_counter()
-  history = pretrainer.fit(x, y, batch_size=FLAGS.batch, epochs=1 + FLAGS.windows, verbose=0,
+  pretrainer.fit(x, y, batch_size=FLAGS.batch, epochs=1 + FLAGS.windows, verbose=0,
                            shuffle=False, callbacks=[Clock()])
   out["pretrain_compile_s"] = ends[0] - start
   out["pretrain_seq_per_s"] = max(FLAGS.batch * FLAGS.steps / (b - a)
                                   for a, b in zip(ends, ends[1:]))
-  out["pretrain_loss"] = [float(v) for v in history.history["loss"]]
   if backend == "jax":
     out["peak_flops"] = _jax_bf16_peak(size=512 if FLAGS.smoke else 8192)
-  out["tensorflow_loaded"] = any(sys.modules.get(name) is not None for name in _TENSORFLOW)
   return out
 
 
@@ -230,71 +225,41 @@ def _jax_bf16_peak(size=8192, chain=8, repeats=5):
   return chain * 2 * size**3 / best
 
 
+def _pretraining_config():
+  """The pre-training rows' model: BERT-Base by default (`--layers`, `--hidden`)."""
+  from official_bert import BertConfig  # pylint: disable=import-outside-toplevel
+  return BertConfig(vocab_size=VOCAB, hidden_size=FLAGS.hidden, num_hidden_layers=FLAGS.layers,
+                    num_attention_heads=FLAGS.hidden // 64, intermediate_size=4 * FLAGS.hidden,
+                    max_position_embeddings=512)
+
+
 def _hf_worker():
-  """The peer's rows: BertForPreTraining steps in PyTorch, eager and compiled."""
+  """The peer's rows: `torch_pretraining.py`'s Hugging Face step, eager and compiled."""
   import torch  # pylint: disable=import-outside-toplevel
-  import torch.nn.functional as F  # pylint: disable=import-outside-toplevel
+  import torch_pretraining  # pylint: disable=import-outside-toplevel
   import transformers  # pylint: disable=import-outside-toplevel
   torch.manual_seed(0)
   device = "cuda" if torch.cuda.is_available() else "cpu"
-  config = transformers.BertConfig(
-      vocab_size=VOCAB, hidden_size=FLAGS.hidden, num_hidden_layers=FLAGS.layers,
-      num_attention_heads=FLAGS.hidden // 64, intermediate_size=4 * FLAGS.hidden,
-      hidden_act="gelu_new", max_position_embeddings=512)
-  model = transformers.BertForPreTraining(config).to(device).train()
-  decay = [p for n, p in model.named_parameters() if not n.endswith(("bias", "LayerNorm.weight"))]
-  rest = [p for n, p in model.named_parameters() if n.endswith(("bias", "LayerNorm.weight"))]
-  optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                                 {"params": rest, "weight_decay": 0.0}],
-                                lr=1e-4, eps=1e-6, fused=device == "cuda")
-  x, y = _pretraining_batch(FLAGS.batch)
-  batch = {key: torch.from_numpy(value).long().to(device) for key, value in x.items()}
-  mlm_labels = torch.from_numpy(y["mlm_logits"]).long().to(device)
-  nsp_labels = torch.from_numpy(y["next_sentence_logits"]).long().to(device)
-
-  def losses(batch):
-    with torch.autocast(device, dtype=torch.bfloat16):
-      sequence, pooled = model.bert(input_ids=batch["input_word_ids"],
-                                    attention_mask=batch["input_mask"],
-                                    token_type_ids=batch["input_type_ids"], return_dict=False)[:2]
-      gathered = torch.gather(sequence, 1, batch["masked_lm_positions"][..., None].expand(
-          -1, -1, sequence.shape[-1]))
-      mlm = model.cls.predictions(gathered)
-      nsp = model.cls.seq_relationship(pooled)
-    return (F.cross_entropy(mlm.float().flatten(0, 1), mlm_labels.flatten())
-            + F.cross_entropy(nsp.float(), nsp_labels))
-
-  synchronize = torch.cuda.synchronize if device == "cuda" else lambda: None
-
-  def window(step_losses):
-    synchronize()
-    start = time.perf_counter()
-    for _ in range(FLAGS.steps):
-      optimizer.zero_grad(set_to_none=True)
-      loss = step_losses(batch)
-      loss.backward()
-      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-      optimizer.step()
-    synchronize()
-    return FLAGS.batch * FLAGS.steps / (time.perf_counter() - start)
-
+  model = torch_pretraining.pretraining_model(_pretraining_config().to_dict()).to(device)
   out = {"version": f"torch {torch.__version__}, transformers {transformers.__version__}",
          "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
-  variants = [("eager", losses)]
-  if not FLAGS.smoke:
-    variants.append(("compiled", torch.compile(losses)))
-  for name, step_losses in variants:
+  # torch.compile on a CPU builds C++ for minutes: a smoke run leaves it out.
+  for name, compiled in (("eager", False), ("compiled", True))[:1 if FLAGS.smoke else 2]:
+    stepper = torch_pretraining.Stepper(model, dict(
+        compile=compiled, dtype="bfloat16", batch=FLAGS.batch, seq=SEQ, predictions=PREDICTIONS,
+        steps=FLAGS.steps), device)
     start = time.perf_counter()
-    window(step_losses)  # the first: compiles, warms the allocator
+    stepper.window()  # the first: compiles, warms the allocator
     out[f"{name}_compile_s"] = time.perf_counter() - start
-    out[f"{name}_seq_per_s"] = max(window(step_losses) for _ in range(FLAGS.windows))
+    out[f"{name}_seq_per_s"] = max(stepper.window() for _ in range(FLAGS.windows))
   return out
 
 
 def _run_worker(name, job, timeout):
   env = dict(os.environ, PYTHONUNBUFFERED="1")
-  if name in ("jax", "torch"):
-    env["KERAS_BACKEND"] = name
+  # The peer's process reads the model's shape from the package's BertConfig, which imports
+  # Keras: on PyTorch's backend, which needs no TensorFlow either.
+  env["KERAS_BACKEND"] = "jax" if name == "jax" else "torch"
   if name == "jax":
     env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
   command = [sys.executable, os.path.abspath(__file__), f"--worker={name}", f"--job={job}",
@@ -320,23 +285,22 @@ def _table(rows, hf):
            f"pre-training: L{FLAGS.layers}/H{FLAGS.hidden}, batch {FLAGS.batch}, sequence {SEQ},"
            f" {PREDICTIONS} masked positions, bfloat16; best of {FLAGS.windows} windows of "
            f"{FLAGS.steps} steps", "",
-           "| backend | versions | TF loaded | float32 max error vs TF, default / full "
-           "| fit loss first -> last | pre-train seq/s | MFU | compile s |",
-           "|---|---|---|---|---|---:|---:|---:|"]
+           "| backend | versions | float32 max error vs TF, default / full "
+           "| fit loss first -> last | pre-train seq/s | MFU | first window s (compiles) |",
+           "|---|---|---|---|---:|---:|---:|"]
   for name, row in rows.items():
     if "failed" in row:
-      lines.append(f"| ours, Keras on {name} | failed: {row['failed']} | | | | | | |")
+      lines.append(f"| ours, Keras on {name} | failed: {row['failed']} | | | | | |")
       continue
     speed = row["pretrain_seq_per_s"]
     mfu = f"{speed * flops / peak:.0%}" if peak else "?"
     lines.append(
         f"| ours, Keras on {name} | keras {row['keras']}, {row['version']} | "
-        f"{'yes' if row['tensorflow_loaded'] else 'no'} | "
         f"{row['error_default']:.1e} / {row['error_float32']:.1e} | "
         f"{row['fit_first_loss']:.3f} -> {row['fit_last_loss']:.3f} | {speed:.0f} | {mfu} | "
         f"{row['pretrain_compile_s']:.0f} |")
   if "failed" in hf:
-    lines.append(f"| Hugging Face BertForPreTraining | failed: {hf['failed']} | | | | | | |")
+    lines.append(f"| Hugging Face BertForPreTraining | failed: {hf['failed']} | | | | | |")
   else:
     for name in ("eager", "compiled"):
       if f"{name}_seq_per_s" not in hf:
@@ -344,7 +308,7 @@ def _table(rows, hf):
       speed = hf[f"{name}_seq_per_s"]
       mfu = f"{speed * flops / peak:.0%}" if peak else "?"
       lines.append(f"| Hugging Face BertForPreTraining, PyTorch {name} | {hf['version']} | "
-                   f"no | | | {speed:.0f} | {mfu} | {hf[f'{name}_compile_s']:.0f} |")
+                   f"| | {speed:.0f} | {mfu} | {hf[f'{name}_compile_s']:.0f} |")
   return "\n".join(lines)
 
 

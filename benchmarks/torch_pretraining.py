@@ -74,24 +74,28 @@ def pretraining_loss(model, ids, mask, types, positions, masked_ids, masked_weig
 
 
 class Stepper:
-  """One job's model, optimizer and batch; `window()` runs `steps` training steps."""
+  """One job's model, optimizer and batch on `device` (`cpu` or `cuda`, where the model is);
+  `window()` runs `steps` training steps and returns their sequences per second."""
 
-  def __init__(self, model, job):
+  def __init__(self, model, job, device="cpu"):
     self.model = model.train()
     decayed = [p for n, p in model.named_parameters() if not n.endswith("bias")
                and "LayerNorm" not in n]
     exempt = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
     self.optimizer = torch.optim.AdamW(
         [{"params": decayed, "weight_decay": 0.01}, {"params": exempt, "weight_decay": 0.0}],
-        lr=1e-4, eps=1e-6, fused=True)
+        lr=1e-4, eps=1e-6, fused=True)  # PyTorch's fused kernel, on CPUs and on GPUs
     self.loss = (torch.compile(pretraining_loss) if job["compile"] else pretraining_loss)
-    self.autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+    self.autocast = torch.autocast(device, dtype=torch.bfloat16,
                                    enabled=job["dtype"] == "bfloat16")
-    self.batch = random_batch(model.config.vocab_size, job["batch"], job["seq"],
-                              job["predictions"])
+    self.batch = {name: value.to(device) for name, value in random_batch(
+        model.config.vocab_size, job["batch"], job["seq"], job["predictions"]).items()}
     self.steps, self.size = job["steps"], job["batch"]
+    # A GPU runs the steps asynchronously: a window ends when they have run.
+    self.synchronize = torch.cuda.synchronize if device == "cuda" else lambda: None
 
   def window(self):
+    self.synchronize()
     start = time.perf_counter()
     for _ in range(self.steps):
       self.optimizer.zero_grad(set_to_none=True)
@@ -100,9 +104,11 @@ class Stepper:
       loss.backward()
       torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
       self.optimizer.step()
+    self.synchronize()
+    seconds = time.perf_counter() - start
     if not torch.isfinite(loss):
       raise FloatingPointError(f"The loss is {loss.item()}.")
-    return self.steps * self.size / (time.perf_counter() - start)
+    return self.steps * self.size / seconds
 
 
 def answer(value):

@@ -116,7 +116,8 @@ def open_read(path, encoding=None, newline=None):
 
 def is_file(path):
   """Whether `path` exists and is a file, not a folder (on any `tf.io.gfile` file system)."""
-  return gfile(path).exists(path) and not gfile(path).isdir(path)
+  files = gfile(path)
+  return files.exists(path) and not files.isdir(path)
 
 
 def local_path(path):
@@ -154,12 +155,13 @@ def atomic_path(path):
     The temporary path, beside `path`.
   """
   temporary = temporary_name(os.fspath(path))
+  files = gfile(path)
   try:
     yield temporary
-    gfile(path).rename(temporary, os.fspath(path), overwrite=True)
+    files.rename(temporary, os.fspath(path), overwrite=True)
   finally:
-    if gfile(path).exists(temporary):
-      gfile(path).remove(temporary)
+    if files.exists(temporary):
+      files.remove(temporary)
 
 
 @contextlib.contextmanager
