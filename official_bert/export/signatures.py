@@ -70,15 +70,35 @@ def pad_sequence(tensor, seq_length, axis=1):
 
 
 def compiled(model, jit_compile):
-  """`model(inputs, training=False)` as a function, compiled with XLA when `jit_compile`.
+  """`model(inputs, training=False)` as a `tf.function`, compiled with XLA when `jit_compile`.
 
   Only the model is compiled: the tokenizer's tensorflow-text ops have no XLA kernels. The
-  function is saved with the SavedModel, and its XLA attribute with it.
+  function is saved with the SavedModel, and its XLA attribute with it. It is one function for
+  all the signatures that call it, traced once for inputs of any batch size and length, so that
+  an export traces the model once rather than once per signature (each would otherwise trace
+  the whole model into its own graph). Without XLA, TensorFlow inlines the call when it runs a
+  signature, so the graph optimizer sees one graph, as before.
+
+  Args:
+    model: a Keras model that takes a dict of tensors.
+    jit_compile: whether XLA compiles the model.
+
+  Returns:
+    A function of the input dict.
   """
   def call(inputs):
     return model(inputs, training=False)
 
-  return tf.function(call, jit_compile=True, autograph=False) if jit_compile else call
+  function = tf.function(call, jit_compile=bool(jit_compile), autograph=False)
+
+  def relaxed(inputs):
+    # A signature whose inputs have a static length (`serve_examples`) would otherwise retrace
+    # the model for it.
+    specs = {name: tf.TensorSpec([None] * value.shape.rank, value.dtype, name=name)
+             for name, value in inputs.items()}
+    return function.get_concrete_function(specs)(inputs)
+
+  return relaxed
 
 
 def token_id_specs(shape=(None, None)):
