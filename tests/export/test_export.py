@@ -585,6 +585,32 @@ def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_classifier,
                                             "saved_model.pb", "variables"]
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_the_export_traces_the_model_once_for_all_its_signatures(tmp_path, monkeypatch,
+                                                                 small_classifier, jit_compile):
+  # Three signatures (raw text, token ids, tf.Examples) call one function of the model.
+  model, options = small_classifier
+  traced = []
+  call = TransformerBlock.call
+
+  @functools.wraps(call)  # Keras reads the signature of `call`
+  def counted(self, *args, **kwargs):
+    if tf.inside_function():  # not the eager calls that build a serving copy of the model
+      traced.append(self.name)
+    return call(self, *args, **kwargs)
+
+  monkeypatch.setattr(TransformerBlock, "call", counted)
+  export_classifier(model, tmp_path / "export", jit_compile=jit_compile, **options)
+  assert len(traced) == 1
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures
+  ids = {"input_word_ids": tf.constant([[2, 5, 6, 3]]), "input_mask": tf.constant([[1, 1, 1, 1]]),
+         "input_type_ids": tf.constant([[0, 0, 0, 0]])}
+  np.testing.assert_allclose(served["serve_token_ids"](**ids)["logits"],
+                             model(ids, training=False)["logits"], atol=1e-5)
+  np.testing.assert_allclose(served["serving_default"](text=tf.constant(["the cat"]))["logits"],
+                             served["serve_token_ids"](**ids)["logits"], atol=1e-5)
+
+
 def test_the_export_traces_each_endpoint_once(tmp_path, monkeypatch):
   model = keras.Sequential([keras.layers.Dense(2)])
   model.build((None, 3))
@@ -610,34 +636,6 @@ def test_the_export_traces_each_endpoint_once(tmp_path, monkeypatch):
   monkeypatch.setattr(archive_module, "_trace_once_for_saving", lambda archive: None)
   export(tmp_path / "twice")
   assert len(traces) == 3
-
-
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_the_export_traces_the_model_once_for_all_its_signatures(tmp_path, monkeypatch,
-                                                                 jit_compile):
-  # Three signatures (raw text, token ids, tf.Examples) call one function of the model.
-  vocab_file = write_vocab(tmp_path / "vocab.txt", SMALL_VOCAB)
-  model = BertClassifier(tiny_bert_config(len(SMALL_VOCAB), num_hidden_layers=1), num_classes=2)
-  traced = []
-  call = TransformerBlock.call
-
-  @functools.wraps(call)  # Keras reads the signature of `call`
-  def counted(self, *args, **kwargs):
-    if tf.inside_function():  # not the eager calls that build a serving copy of the model
-      traced.append(self.name)
-    return call(self, *args, **kwargs)
-
-  monkeypatch.setattr(TransformerBlock, "call", counted)
-  export_classifier(model, tmp_path / "export", vocab_file=vocab_file, do_lower_case=True,
-                    max_seq_length=16, jit_compile=jit_compile)
-  assert len(traced) == 1
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures
-  ids = {"input_word_ids": tf.constant([[2, 5, 6, 3]]), "input_mask": tf.constant([[1, 1, 1, 1]]),
-         "input_type_ids": tf.constant([[0, 0, 0, 0]])}
-  np.testing.assert_allclose(served["serve_token_ids"](**ids)["logits"],
-                             model(ids, training=False)["logits"], atol=1e-5)
-  np.testing.assert_allclose(served["serving_default"](text=tf.constant(["the cat"]))["logits"],
-                             served["serve_token_ids"](**ids)["logits"], atol=1e-5)
 
 
 def test_invalid_arguments_fail_before_writing(tmp_path, small_classifier):
