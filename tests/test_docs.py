@@ -31,8 +31,9 @@ from testing import REPOSITORY, SPECIAL_TOKENS, tiny_bert_config, write_vocab
 PAGES = [REPOSITORY / "README.md", REPOSITORY / "CONTRIBUTING.md",
          *sorted((REPOSITORY / "docs").rglob("*.md"))]
 _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-# Blocks that train or export run end to end: a few seconds to half a minute each.
-_SLOW_CALLS = ("driver.run(", "export_model_dir(")
+# Blocks that train or export run end to end: a few seconds to half a minute each. The exports to
+# LiteRT, ONNX and OpenVINO (`export_model_dir_as`) have their own fast tests in tests/export.
+_SLOW_CALLS = ("driver.run(", "export_model_dir(", "export_model_dir_as(")
 _BACKEND = re.compile(r"""os\.environ\.setdefault\(["']KERAS_BACKEND["'], ["'](\w+)["']\)""")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 

@@ -215,6 +215,9 @@ def _trained(model_dir, fused, monkeypatch):
   return trainer, before, logs
 
 
+# A whole step on all the kernels, two trainers: the tests above check each kernel against its
+# program, so the fast lane leaves this run to the whole suite.
+@pytest.mark.slow
 @pytest.mark.usefixtures("built")
 def test_a_pretraining_step_on_the_kernels_matches_the_compiled_programs(tmp_path, monkeypatch):
   fused, before, fused_logs = _trained(tmp_path / "fused", True, monkeypatch)
