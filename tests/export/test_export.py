@@ -709,7 +709,8 @@ def test_trimming_to_a_bucket_keeps_the_outputs_on_the_real_tokens(tmp_path):
 # check of buckets. Under XLA (a compile per bucket) the encoder alone, whose outputs hold every
 # position; without it the span labeler too, whose question-and-context packing and in-graph answer
 # differ from the encoder's. A classifier's signature trims as the encoder's does and puts its
-# head on the pooled output, which the encoder's check covers.
+# head on the pooled output, which the encoder's check covers; the `served` classifier, exported
+# with the default buckets, is also compared with the Keras model on inputs padded to 32.
 @pytest.mark.slow
 @pytest.mark.parametrize("jit_compile", [True, False])
 def test_buckets_do_not_change_results(tmp_path, jit_compile):
