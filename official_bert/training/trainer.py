@@ -48,6 +48,14 @@ class NonFiniteLossError(FloatingPointError):
   """A loss became NaN or infinite during training."""
 
 
+class _GradientsMissing(Exception):
+  """Raised while tracing a step: the loss does not reach the variables where `mask` is True."""
+
+  def __init__(self, mask):
+    super().__init__(f"{sum(mask)} variables get no gradient")
+    self.mask = mask
+
+
 class Trainer:
   """Trains, evaluates and runs a Keras model under a `tf.distribute` strategy.
 
@@ -113,7 +121,10 @@ class Trainer:
     xla = choice.enable_xla and not distribution.is_tpu(strategy)
     compiled = ((lambda fn: tf.function(fn, jit_compile=True, autograph=False)) if xla
                 else (lambda fn: fn))
-    whole, parts = (compiled, lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled)
+    # On one device each step is a `tf.function` of its own, with XLA or without: `_prepare`
+    # traces it before the loop that calls it, which finds it traced (`_prepare`).
+    whole, parts = ((lambda fn: tf.function(fn, jit_compile=xla or None, autograph=False),
+                     lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled))
     # A step without XLA may still compile its update (see `accelerators`); the form is chosen
     # with the trained variables' list (`_prepare`, `updates.choose`).
     self._compile_update = choice.compile_update
@@ -294,7 +305,11 @@ class Trainer:
       logs = self._logs(features, labels, training=True)
       loss = self.optimizer.scale_loss(logs["losses"]["loss"] * share)
     logs["losses"] = {name: value * share for name, value in logs["losses"].items()}
-    return self._update.gradients(tape, loss, self._variables), logs
+    grads = self._update.gradients(tape, loss, self._variables)
+    missing = self._update.missing(grads)
+    if any(missing):
+      raise _GradientsMissing(missing)  # caught by `_prepare`, which traces again without them
+    return grads, logs
 
   def _learning_rate(self):
     return float(self.optimizer.learning_rate.numpy())
@@ -422,15 +437,40 @@ class Trainer:
     }
 
   def _prepare(self, with_gradients):
-    """Finds the structure of the logs and the variables that get gradients, by tracing once.
+    """Finds the structure of the logs and the variables that get gradients.
 
     The loops sum the logs in `tf.function`s, which needs their structure before the first
     step; a model may have variables the loss does not reach (the pooler of a span labeler),
-    which are left out of the update.
+    which are left out of the update. On one device, without micro-batches, tracing the step
+    itself tells both (a step that finds variables without gradients is traced again without
+    them), and the loop then calls that trace. Otherwise (several replicas, whose steps are
+    traced inside `strategy.run`, or micro-batches, whose sums need the structure inside the
+    step) a forward and backward pass is traced once for them, beside the step.
     """
-    if self._spec is not None and (self._variables is not None or not with_gradients):
+    if self._spec is not None and (self._update is not None or not with_gradients):
       return
     features, labels = self._element_spec
+    steps_first = (not self._distributed
+                   and (not with_gradients or self.config.gradient_accumulation_steps == 1))
+    if not steps_first:
+      self._prepare_by_tracing_the_logs(features, labels, with_gradients)
+    elif not with_gradients:
+      outputs = self._replica_eval_step.get_concrete_function(features, labels).structured_outputs
+      self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
+    else:
+      variables = self.model.trainable_variables
+      while True:
+        self._choose_update(variables)
+        try:
+          step = self._replica_train_step.get_concrete_function(features, labels)
+          break
+        except _GradientsMissing as missing:
+          variables = [v for v, none in zip(variables, missing.mask) if not none]
+      outputs = dict(step.structured_outputs)
+      del outputs["gradient_norm"]
+      self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
+
+  def _prepare_by_tracing_the_logs(self, features, labels, with_gradients):
     connected = []
 
     def trace(features, labels):
@@ -445,17 +485,22 @@ class Trainer:
         features, labels).structured_outputs
     self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
     if with_gradients:
-      variables = self.model.trainable_variables
-      self._variables = [v for v, c in zip(variables, connected) if c]
-      unused = [v.path for v, c in zip(variables, connected) if not c]
-      if unused:
-        logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
-      self._update = updates.choose(
-          self.optimizer, self._variables, clip_norm=self.config.optimizer.clip_norm,
-          replicas=self.strategy.num_replicas_in_sync,
-          compile_update=self._compile_update and not self._distributed,
-          accumulation_steps=self.config.gradient_accumulation_steps,
-          dtype_policy=self.model.dtype_policy, global_norm=self._kernels.global_norm)
+      self._choose_update([v for v, c in zip(self.model.trainable_variables, connected) if c])
+
+  def _choose_update(self, variables):
+    """Trains `variables` (those of the model that the loss reaches) with the update form that
+    `updates.choose` picks."""
+    self._variables = list(variables)
+    unused = {id(v) for v in self._variables}
+    unused = [v.path for v in self.model.trainable_variables if id(v) not in unused]
+    if unused:
+      logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
+    self._update = updates.choose(
+        self.optimizer, self._variables, clip_norm=self.config.optimizer.clip_norm,
+        replicas=self.strategy.num_replicas_in_sync,
+        compile_update=self._compile_update and not self._distributed,
+        accumulation_steps=self.config.gradient_accumulation_steps,
+        dtype_policy=self.model.dtype_policy, global_norm=self._kernels.global_norm)
 
   def _zeros(self, with_gradient_norm=False):
     zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self._spec)

@@ -2,7 +2,8 @@
 picks among them.
 
 `Trainer` traces each step's forward pass inside `update.reading()`, takes the gradients with
-`update.gradients(tape, loss, variables)`, sums them over the replicas, and calls
+`update.gradients(tape, loss, variables)` (`update.missing` says which variables got none),
+sums them over the replicas, and calls
 `update(gradients)`, which clips them to their global norm, applies them and returns that norm.
 The forms differ in how the same arithmetic runs:
 
@@ -70,7 +71,12 @@ class Update:
     """The gradients of `target` for `variables`, in the form `__call__` takes."""
     # A table that is both looked up and multiplied (BERT's tied word embeddings) gets a sparse
     # gradient with repeated rows, which `global_norm` would misread; densify.
-    return [tf.convert_to_tensor(g) for g in tape.gradient(target, variables)]
+    return [None if g is None else tf.convert_to_tensor(g)
+            for g in tape.gradient(target, variables)]
+
+  def missing(self, gradients):
+    """For each variable, whether `gradients` (of `gradients()`) hold none for it."""
+    return [g is None for g in gradients]
 
   def restored(self):
     """Called after the weights were set (restored or initialised) and before the first step."""
@@ -125,6 +131,9 @@ class CopiesUpdate(Update):
 
   def gradients(self, tape, target, variables):
     return self.copies.gradients(tape, target, variables)
+
+  def missing(self, gradients):
+    return [own is None and copied is None for own, copied in zip(*gradients)]
 
   def restored(self):
     self.copies.refresh()

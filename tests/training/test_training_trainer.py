@@ -2,6 +2,7 @@
 evaluating, predicting, mixed precision and the stop on a non-finite loss."""
 
 import importlib
+import logging
 import os
 
 import keras
@@ -233,6 +234,56 @@ def test_evaluate_counts_every_example_and_predict_keeps_their_order(tmp_path, r
   features, _ = next(iter(pretraining_dataset_fn(files, num_examples, is_training=False)(None)))
   expected = trainer.model(features, training=False)["next_sentence_logits"]
   np.testing.assert_allclose(predictions["next_sentence_logits"], expected, atol=1e-5)
+
+
+# === The step's trace ===
+
+@pytest.mark.parametrize("dtype,kernels", [("float32", "stock"), ("bfloat16", "stock")])
+def test_a_step_is_traced_once_and_trains_only_what_the_loss_reaches(tmp_path, caplog, dtype,
+                                                                      kernels):
+  # Without XLA: float32 steps take the plain update, bfloat16 ones the update through the
+  # weights' bfloat16 copies. A loss of the masked LM alone leaves the pooler and the
+  # next-sentence head without gradients.
+  vocab_size = 40
+  traces = []
+
+  def count_traces(trainer):
+    logs = trainer._logs  # pylint: disable=protected-access
+
+    def counted(features, labels, training):
+      traces.append(training)
+      return logs(features, labels, training)
+
+    trainer._logs = counted  # pylint: disable=protected-access
+
+  def masked_lm_only(outputs, labels):
+    return {"loss": pretraining_losses(outputs, labels)["masked_lm_loss"]}
+
+  results = {}
+  for name, loss_fn in (("all", pretraining_losses), ("masked_lm", masked_lm_only)):
+    trainer = make_trainer(tmp_path / name, one_layer_config(vocab_size),
+                           tiny_engine(dtype=dtype, kernels=kernels, steps_per_loop=2))
+    trainer.loss_fn = loss_fn
+    count_traces(trainer)
+    before = {v.path: v.numpy() for v in trainer.model.trainable_variables}
+    del traces[:]
+    with caplog.at_level(logging.INFO, logger="absl"):
+      trainer.train(fixed_pretraining_batch(vocab_size), 4)
+    assert trainer.global_step == 4
+    results[name] = list(traces), {
+        path: not np.array_equal(value, variable.numpy())
+        for (path, value), variable in zip(before.items(), trainer.model.trainable_variables)}
+  traced, changed = results["all"]
+  assert traced == [True]  # one trace of the step, which the loop calls
+  assert all(changed.values())
+  traced, changed = results["masked_lm"]
+  # The first trace finds variables without gradients and stops; the second leaves them out.
+  assert traced == [True, True]
+  untouched = sorted(path for path, moved in changed.items() if not moved)
+  assert untouched and all("pooler" in path or "next_sentence" in path for path in untouched)
+  assert all(moved for path, moved in changed.items() if "masked_lm" in path)
+  assert "The loss does not depend on" in caplog.text
+  assert all(path in caplog.text for path in untouched)
 
 
 # === Mixed precision ===
