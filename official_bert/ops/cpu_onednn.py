@@ -132,11 +132,11 @@ def _compiled_in_float32(function, constants=0, output_dtype=None):
   def in_float32(tensors):
     return [_cast(t, tf.float32) if t.dtype.is_floating else t for t in tensors]
 
-  @tf.function(jit_compile=True)
+  @tf.function(jit_compile=True, autograph=False)
   def forward(*inputs):
     return _cast(function(*in_float32(inputs)), output_dtype or inputs[0].dtype)
 
-  @tf.function(jit_compile=True)
+  @tf.function(jit_compile=True, autograph=False)
   def backward(upstream, *inputs):
     with tf.GradientTape() as tape:
       inputs32 = in_float32(inputs)

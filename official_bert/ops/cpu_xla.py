@@ -109,7 +109,7 @@ def random_words(shape, seed):
   return tf.reshape(words, shape)
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _hashed_dropout(inputs, seed, rate):
   # Compiled apart so that a graph-mode step gets the fused form too; XLA inlines it into an
   # XLA-compiled step.

@@ -339,7 +339,7 @@ class FeatureExtractionTask(base.Task):
                                                   self.config.normalize, self.layer_indexes)
     examples, features = self.examples, self.features
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def encode(inputs):
       layer_outputs = encoder(inputs, training=False)["encoder_outputs"]
       selected = [tf.cast(layer_outputs[i], tf.float32) for i in layer_indexes]

@@ -122,7 +122,7 @@ class Trainer:
     compiled = ((lambda fn: tf.function(fn, jit_compile=True, autograph=False)) if xla
                 else (lambda fn: fn))
     # On one device each step is a `tf.function` of its own, with XLA or without: `_prepare`
-    # traces it before the loop that calls it, which finds it traced (`_prepare`).
+    # traces it, and the loop that calls it finds that trace.
     whole, parts = ((lambda fn: tf.function(fn, jit_compile=xla or None, autograph=False),
                      lambda fn: fn) if not self._distributed else (lambda fn: fn, compiled))
     # A step without XLA may still compile its update (see `accelerators`); the form is chosen
@@ -491,8 +491,8 @@ class Trainer:
     """Trains `variables` (those of the model that the loss reaches) with the update form that
     `updates.choose` picks."""
     self._variables = list(variables)
-    unused = {id(v) for v in self._variables}
-    unused = [v.path for v in self.model.trainable_variables if id(v) not in unused]
+    trained = {id(v) for v in self._variables}
+    unused = [v.path for v in self.model.trainable_variables if id(v) not in trained]
     if unused:
       logging.info("The loss does not depend on %s; they are not trained.", ", ".join(unused))
     self._update = updates.choose(

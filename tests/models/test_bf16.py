@@ -587,7 +587,7 @@ def _train_step(model, loss_fn, features, labels):
   """The loss and the weights after one AdamW step, and the gradients (float32 each)."""
   optimizer = create_optimizer("adamw", 1e-3, 10, 0)
 
-  @tf.function
+  @tf.function(autograph=False)
   def step():
     with tf.GradientTape() as tape:
       loss = loss_fn(model(features, training=True), labels)["loss"]
