@@ -238,50 +238,50 @@ def test_evaluate_counts_every_example_and_predict_keeps_their_order(tmp_path, r
 
 # === The step's trace ===
 
-@pytest.mark.parametrize("dtype,kernels", [("float32", "stock"), ("bfloat16", "stock")])
-def test_a_step_is_traced_once_and_trains_only_what_the_loss_reaches(tmp_path, caplog, dtype,
-                                                                      kernels):
-  # Without XLA: float32 steps take the plain update, bfloat16 ones the update through the
-  # weights' bfloat16 copies. A loss of the masked LM alone leaves the pooler and the
-  # next-sentence head without gradients.
+def _traced_training(tmp_path, dtype, loss_fn, caplog):
+  """Trains a one-layer pre-trainer 2 steps without XLA (float32 steps take the plain update,
+  bfloat16 ones the update through the weights' bfloat16 copies); returns the `training`
+  argument of each trace of its logs and, per trainable variable, whether it moved."""
   vocab_size = 40
-  traces = []
+  trainer = make_trainer(tmp_path, one_layer_config(vocab_size),
+                         tiny_engine(dtype=dtype, kernels="stock", steps_per_loop=2))
+  trainer.loss_fn = loss_fn
+  traces, logs = [], trainer._logs  # pylint: disable=protected-access
 
-  def count_traces(trainer):
-    logs = trainer._logs  # pylint: disable=protected-access
+  def counted(features, labels, training):
+    traces.append(training)
+    return logs(features, labels, training)
 
-    def counted(features, labels, training):
-      traces.append(training)
-      return logs(features, labels, training)
+  trainer._logs = counted  # pylint: disable=protected-access
+  before = {v.path: v.numpy() for v in trainer.model.trainable_variables}
+  with caplog.at_level(logging.INFO, logger="absl"):
+    trainer.train(fixed_pretraining_batch(vocab_size), 2)
+  assert trainer.global_step == 2
+  return traces, {path: not np.array_equal(value, variable.numpy())
+                  for (path, value), variable in zip(before.items(),
+                                                     trainer.model.trainable_variables)}
 
-    trainer._logs = counted  # pylint: disable=protected-access
 
+def test_a_step_is_traced_once(tmp_path, caplog):
+  traces, moved = _traced_training(tmp_path, "float32", pretraining_losses, caplog)
+  assert traces == [True]  # the step's one trace, which the loop calls
+  assert all(moved.values())
+  assert "The loss does not depend on" not in caplog.text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_variables_the_loss_misses_are_left_untrained(tmp_path, caplog, dtype):
+  # A loss of the masked LM alone leaves the pooler and the next-sentence head without
+  # gradients.
   def masked_lm_only(outputs, labels):
     return {"loss": pretraining_losses(outputs, labels)["masked_lm_loss"]}
 
-  results = {}
-  for name, loss_fn in (("all", pretraining_losses), ("masked_lm", masked_lm_only)):
-    trainer = make_trainer(tmp_path / name, one_layer_config(vocab_size),
-                           tiny_engine(dtype=dtype, kernels=kernels, steps_per_loop=2))
-    trainer.loss_fn = loss_fn
-    count_traces(trainer)
-    before = {v.path: v.numpy() for v in trainer.model.trainable_variables}
-    del traces[:]
-    with caplog.at_level(logging.INFO, logger="absl"):
-      trainer.train(fixed_pretraining_batch(vocab_size), 4)
-    assert trainer.global_step == 4
-    results[name] = list(traces), {
-        path: not np.array_equal(value, variable.numpy())
-        for (path, value), variable in zip(before.items(), trainer.model.trainable_variables)}
-  traced, changed = results["all"]
-  assert traced == [True]  # one trace of the step, which the loop calls
-  assert all(changed.values())
-  traced, changed = results["masked_lm"]
+  traces, moved = _traced_training(tmp_path, dtype, masked_lm_only, caplog)
   # The first trace finds variables without gradients and stops; the second leaves them out.
-  assert traced == [True, True]
-  untouched = sorted(path for path, moved in changed.items() if not moved)
+  assert traces == [True, True]
+  untouched = sorted(path for path, changed in moved.items() if not changed)
   assert untouched and all("pooler" in path or "next_sentence" in path for path in untouched)
-  assert all(moved for path, moved in changed.items() if "masked_lm" in path)
+  assert all(changed for path, changed in moved.items() if "masked_lm" in path)
   assert "The loss does not depend on" in caplog.text
   assert all(path in caplog.text for path in untouched)
 
