@@ -456,7 +456,7 @@ class Trainer:
       self._prepare_by_tracing_the_logs(features, labels, with_gradients)
     elif not with_gradients:
       outputs = self._replica_eval_step.get_concrete_function(features, labels).structured_outputs
-      self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
+      self._spec = _specs(outputs)
     else:
       variables = self.model.trainable_variables
       while True:
@@ -468,7 +468,7 @@ class Trainer:
           variables = [v for v, none in zip(variables, missing.mask) if not none]
       outputs = dict(step.structured_outputs)
       del outputs["gradient_norm"]
-      self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
+      self._spec = _specs(outputs)
 
   def _prepare_by_tracing_the_logs(self, features, labels, with_gradients):
     connected = []
@@ -483,7 +483,7 @@ class Trainer:
 
     outputs = tf.function(trace, autograph=False).get_concrete_function(
         features, labels).structured_outputs
-    self._spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), outputs)
+    self._spec = _specs(outputs)
     if with_gradients:
       self._choose_update([v for v, c in zip(self.model.trainable_variables, connected) if c])
 
@@ -508,6 +508,11 @@ class Trainer:
 
   def _first_replica(self, values):
     return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0], values)
+
+
+def _specs(structure):
+  """The `tf.TensorSpec` of each tensor of a traced function's outputs."""
+  return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), structure)
 
 
 def _to_numpy(structure):
