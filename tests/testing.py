@@ -22,6 +22,7 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 
 import keras
 import numpy as np
@@ -463,10 +464,20 @@ READ_WHEN_USED = frozenset({"TF_CONFIG", "XLA_FLAGS", "OFFICIAL_BERT_CACHE", "PY
                             "OFFICIAL_BERT_DEMO_STAGES"})
 
 
-@functools.cache
+# Held while the fork server starts: `_fork_server` rewrites `os.environ` for the server's start,
+# and runs in threads (two workers that must run at once) must start it once.
+_FORK_SERVER_LOCK = threading.Lock()
+
+
 def _fork_server():
   """`multiprocessing`'s fork server context, its server importing `_PRELOAD` once per test
   worker, and the environment it started with."""
+  with _FORK_SERVER_LOCK:
+    return _start_fork_server()
+
+
+@functools.cache
+def _start_fork_server():
   import multiprocessing  # pylint: disable=import-outside-toplevel
   from multiprocessing import forkserver  # pylint: disable=import-outside-toplevel
 

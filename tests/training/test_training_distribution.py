@@ -8,6 +8,7 @@ runs in a subprocess that executes this file (`python test_training_distribution
 mirrored|worker ...`).
 """
 
+import concurrent.futures
 import json
 import os
 import socket
@@ -18,11 +19,9 @@ import pytest
 
 from testing import (
   SEQ,
-  finish,
   make_trainer,
   pretraining_dataset_fn,
   run_script,
-  start_script,
   tiny_bert_config,
   tiny_engine,
   train_tiny_pretrainer,
@@ -69,9 +68,15 @@ def test_two_workers_train_in_step(tmp_path):
       s.bind(("127.0.0.1", 0))
       ports.append(s.getsockname()[1])
   cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-  workers = [start_script(__file__, ["worker", tmp_path, index], env={"TF_CONFIG": json.dumps(
-      {"cluster": cluster, "task": {"type": "worker", "index": index}})}) for index in range(2)]
-  outputs = [finish(worker) for worker in workers]
+
+  def worker(index):
+    return run_script(__file__, ["worker", tmp_path, index], env={"TF_CONFIG": json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}})})
+
+  # The workers wait for each other, so each runs in a thread of its own; forked by `run_python`
+  # (TF_CONFIG is read when used), they skip a new interpreter's imports.
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    outputs = list(pool.map(worker, range(2)))
   weights = [np.load(tmp_path / f"worker{index}.npz") for index in range(2)]
   initial = np.load(tmp_path / "worker0_initial.npz")
   assert weights[0].files == weights[1].files
