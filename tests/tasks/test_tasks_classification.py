@@ -5,6 +5,7 @@ import csv
 import json
 import logging
 import os
+import pathlib
 import sys
 
 import numpy as np
@@ -459,14 +460,21 @@ def test_a_run_exports_openvino_int8_calibrated_on_the_dev_split_it_evaluates(se
   from official_bert.export import archive
 
   output_dir, served = tmp_path / "out", tmp_path / "served" / "1"
+  # The task with a dev split of 40 rows (not 200): the calibration runs the model once an
+  # example, and its cost is most of the test's.
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "train.tsv").write_text((pathlib.Path(sentiment["data"]) / "train.tsv").read_text())
+  header = (data / "train.tsv").read_text().splitlines()[0]
+  _write(data / "dev.tsv", [header] + sentiment["dev"][:40])
   with caplog.at_level(logging.INFO):
     _run_classifier(config=_config(output_dir, num_train_epochs=0.08, export_dir=str(served),
                                    export_format="openvino", export_precision="int8"),
                     bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
-                    task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24,
+                    task_name="SST-2", data_dir=str(data), max_seq_length=24,
                     do_train=True, do_eval=True)
-  # The default examples: the 200 rows of the dev split the run evaluated.
-  assert "calibrates on 200 examples of the dev split" in caplog.text
+  # The default examples: the 40 rows of the dev split the run evaluated.
+  assert "calibrates on 40 examples of the dev split" in caplog.text
   assert archive.read_mark(served)["precision"] == "int8"
   written = openvino.Core().read_model(str(served / "model.xml"))
   assert "FakeQuantize" in {op.get_type_name() for op in written.get_ops()}
@@ -515,6 +523,11 @@ def test_the_script_exports_a_litert_file_and_the_same_command_again_replaces_it
   from official_bert.export import litert
 
   command, variables = _readme_command(tmp_path)
+  # The README's run, less what this test does not check (test_the_original_readme_command_
+  # runs_unchanged runs it whole): no evaluation, no XLA, 1 step, 16 pieces (the rows' 13 fit).
+  command = command.replace("--do_eval=true", "--do_eval=false --enable_xla=false").replace(
+      "--max_seq_length=128", "--max_seq_length=16").replace("--num_train_epochs=3.0",
+                                                             "--num_train_epochs=0.5")
   tflite = tmp_path / "served" / "mrpc.tflite"
   command += f" --export_dir={file_uri(tflite)} --export_format=litert"
   sizes = []
