@@ -156,10 +156,17 @@ def _lines(path, vocab_file, do_lower_case, max_seq_length, limit):
   from official_bert.export.signatures import TextPacker  # pylint: disable=import-outside-toplevel
 
   packer = TextPacker(os.fspath(vocab_file), do_lower_case, max_seq_length, ())
-  examples = []
-  for fields in segments:
-    inputs = packer(*[tf.constant([text]) for text in fields])
-    examples.append({name: inputs[name].numpy().astype(np.int32) for name in INPUT_NAMES})
+  # One call of the packer for the single texts and one for the pairs, not one a line: each
+  # row is packed on its own to `max_seq_length`, so a batch gives the rows that lines would.
+  examples = [None] * len(segments)
+  for width in (1, 2):
+    rows = [row for row, fields in enumerate(segments) if len(fields) == width]
+    if not rows:
+      continue
+    inputs = packer(*[tf.constant([segments[row][i] for row in rows]) for i in range(width)])
+    packed = {name: inputs[name].numpy().astype(np.int32) for name in INPUT_NAMES}
+    for position, row in enumerate(rows):
+      examples[row] = {name: ids[position:position + 1] for name, ids in packed.items()}
   return examples
 
 
