@@ -464,9 +464,9 @@ def test_a_run_exports_openvino_int8_calibrated_on_the_dev_split_it_evaluates(se
   # example, and its cost is most of the test's.
   data = tmp_path / "data"
   data.mkdir()
-  (data / "train.tsv").write_text((pathlib.Path(sentiment["data"]) / "train.tsv").read_text())
-  header = (data / "train.tsv").read_text().splitlines()[0]
-  _write(data / "dev.tsv", [header] + sentiment["dev"][:40])
+  train = (pathlib.Path(sentiment["data"]) / "train.tsv").read_text()
+  (data / "train.tsv").write_text(train)
+  _write(data / "dev.tsv", [train.splitlines()[0]] + sentiment["dev"][:40])
   with caplog.at_level(logging.INFO):
     _run_classifier(config=_config(output_dir, num_train_epochs=0.08, export_dir=str(served),
                                    export_format="openvino", export_precision="int8"),
@@ -525,11 +525,10 @@ def test_the_script_exports_a_litert_file_and_the_same_command_again_replaces_it
   command, variables = _readme_command(tmp_path)
   # The README's run, less what this test does not check (test_the_original_readme_command_
   # runs_unchanged runs it whole): no evaluation, no XLA, 1 step, 16 pieces (the rows' 13 fit).
-  command = command.replace("--do_eval=true", "--do_eval=false --enable_xla=false").replace(
-      "--max_seq_length=128", "--max_seq_length=16").replace("--num_train_epochs=3.0",
-                                                             "--num_train_epochs=0.5")
+  # A flag given again takes its last value, as absl parses it.
   tflite = tmp_path / "served" / "mrpc.tflite"
-  command += f" --export_dir={file_uri(tflite)} --export_format=litert"
+  command += (" --do_eval=false --enable_xla=false --max_seq_length=16 --num_train_epochs=0.5"
+              f" --export_dir={file_uri(tflite)} --export_format=litert")
   sizes = []
   for _ in range(2):  # the second run resumes at its last step and exports again
     completed = run_command_line(command, variables)
