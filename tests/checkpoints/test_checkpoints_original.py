@@ -160,6 +160,26 @@ def fixture_files(tmp_path_factory):
   return folder
 
 
+@pytest.fixture(name="classifier_original", scope="module")
+def fixture_classifier_original(tmp_path_factory):
+  """A fine-tuned classifier's output folder at step 7, and its weights; the tests copy or read
+  it, never write into it."""
+  weights = original_weights(num_labels=2)
+  folder = tmp_path_factory.mktemp("classifier_original")
+  write_original(folder, weights, step=7)
+  return folder, weights
+
+
+@pytest.fixture(name="squad_original", scope="module")
+def fixture_squad_original(tmp_path_factory):
+  """A fine-tuned SQuAD model's output folder at step 11 (its pooler without moments, unused by
+  the span head), and its weights; the tests copy or read it, never write into it."""
+  weights = original_weights(squad=True)
+  folder = tmp_path_factory.mktemp("squad_original")
+  write_original(folder, weights, step=11, without_moments=SQUAD_POOLER)
+  return folder, weights
+
+
 def _run(task_class, files, output_dir, init_checkpoint=None, **options):
   config = ExperimentConfig(output_dir=str(output_dir), init_checkpoint=init_checkpoint,
                             **engine_configs(train_batch_size=8, eval_batch_size=4,
@@ -188,12 +208,11 @@ def _convert_script(*args):
 # === Tests ===
 
 @pytest.mark.parametrize("source", ["init_checkpoint", "output_dir"])
-def test_original_classifier_predicts_as_the_original_forward_pass(files, tmp_path, source,
-                                                                   caplog):
-  weights = original_weights(num_labels=2)
-  write_original(tmp_path / "original", weights, step=7)
+def test_original_classifier_predicts_as_the_original_forward_pass(files, classifier_original,
+                                                                   tmp_path, source, caplog):
+  original, weights = classifier_original
   output_dir = tmp_path / "out"
-  init_checkpoint = _place(tmp_path / "original", output_dir, source)
+  init_checkpoint = _place(original, output_dir, source)
   results = _run(classification.ClassificationTask, files, output_dir, init_checkpoint,
                  task_name="SST-2", data_dir=str(files / "SST-2"), do_eval=True, do_predict=True)
   assert results["global_step"] == (7 if source == "output_dir" else 0)
@@ -213,11 +232,11 @@ def test_original_classifier_predicts_as_the_original_forward_pass(files, tmp_pa
 
 
 @pytest.mark.parametrize("source", ["init_checkpoint", "output_dir"])
-def test_original_squad_model_predicts_as_the_original_forward_pass(files, tmp_path, source):
-  weights = original_weights(squad=True)
-  write_original(tmp_path / "original", weights, step=11, without_moments=SQUAD_POOLER)
+def test_original_squad_model_predicts_as_the_original_forward_pass(files, squad_original,
+                                                                   tmp_path, source):
+  original, weights = squad_original
   output_dir = tmp_path / "out"
-  init_checkpoint = _place(tmp_path / "original", output_dir, source)
+  init_checkpoint = _place(original, output_dir, source)
   max_answer_length = 30
   _run(question_answering.SquadTask, files, output_dir, init_checkpoint,
        predict_file=str(files / "squad.json"), max_query_length=6, doc_stride=8, n_best_size=SEQ,

@@ -77,10 +77,17 @@ def source_of(token_ids):
   return {SOURCES[(i - len(SPECIAL_TOKENS)) // 10] for i in token_ids.tolist()}
 
 
-def segments_of(record):
-  """The token ids of sentences A and B of a record, masks undone, and whether B is random."""
+def segments_of(records):
+  """For each record: the token ids of sentences A and B, masks undone, and whether B is random."""
+  if not records:
+    return []
   spec = feature_spec(OPTIONS.max_seq_length, OPTIONS.max_predictions_per_seq)
-  example = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
+  # Parsed in one batch: one record at a time, the eager calls would cost seconds.
+  parsed = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(records), spec).items()}
+  return [_segments({k: v[i] for k, v in parsed.items()}) for i in range(len(records))]
+
+
+def _segments(example):
   ids = example["input_ids"].copy()
   real = example["masked_lm_weights"] > 0
   ids[example["masked_lm_positions"][real]] = example["masked_lm_ids"][real]
@@ -88,24 +95,28 @@ def segments_of(record):
   return ids[1:first_sep], ids[first_sep + 1:second_sep], bool(example["next_sentence_labels"][0])
 
 
-def test_records_and_stats_equal_the_local_path(books, tmp_path):
-  local, local_stats, records, stats = run_both(books, tmp_path, IN_PROCESS, num_shards=3)
+@pytest.fixture(scope="module")
+def books_in_process(books, tmp_path_factory):
+  """The books by the local path and by Beam in this process, to 3 files: `run_both`'s results
+  and the Beam output's folder."""
+  folder = tmp_path_factory.mktemp("books_in_process")
+  return (*run_both(books, folder, IN_PROCESS, num_shards=3), folder / "beam")
+
+
+def test_records_and_stats_equal_the_local_path(books_in_process):
+  local, local_stats, records, stats, folder = books_in_process
   assert len(local) == local_stats.instances > 100
   assert records == local
   assert stats == local_stats
-  assert len(tf.io.gfile.glob(str(tmp_path / "beam" / "train.tfrecord-*-of-00003"))) == 3
+  assert len(tf.io.gfile.glob(str(folder / "train.tfrecord-*-of-00003"))) == 3
 
 
-def test_random_next_sentences_come_from_the_whole_corpus(books, tmp_path):
+def test_random_next_sentences_come_from_the_whole_corpus(books_in_process):
   """Each book is a shard of its own: its random next sentences must come from other shards."""
-  files, vocab, shard_bytes = books
-  output = str(tmp_path / "train.tfrecord")
-  stats = beam_pipeline().create_pretraining_data_beam(
-      files, output, vocab, IN_PROCESS, options=OPTIONS, shard_bytes=shard_bytes)
+  _, _, records, stats, _ = books_in_process
   assert stats.documents == 82 and stats.cut_documents == 0
   random_from_books = 0
-  for record in records_of(output + "-*-of-*"):
-    a_ids, b_ids, random_next = segments_of(record)
+  for a_ids, b_ids, random_next in segments_of(records):
     (a_source,), (b_source,) = source_of(a_ids), source_of(b_ids)
     if random_next and a_source != "short":
       assert b_source != a_source
@@ -137,10 +148,13 @@ def group_word(group, i):
   return f"g{group}w{i}"
 
 
-def group_of(record):
-  a_ids, _, _ = segments_of(record)
-  (group,) = {(i - len(SPECIAL_TOKENS)) // 10 for i in a_ids.tolist()}
-  return group
+def groups_of(records):
+  """The stretch of each record."""
+  groups = []
+  for a_ids, _, _ in segments_of(records):
+    (group,) = {(i - len(SPECIAL_TOKENS)) // 10 for i in a_ids.tolist()}
+    groups.append(group)
+  return groups
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +207,7 @@ def shuffled(ordered_corpus, tmp_path_factory):
 def test_each_file_mixes_the_whole_corpus_from_its_first_record(shuffled):
   _, _, files = shuffled
   for name, records in files.items():
-    groups = [group_of(r) for r in records]
+    groups = groups_of(records)
     # In corpus order (each shard's records together) the first records come from one or two
     # stretches; in random order, 16 records miss 5 of 8 stretches with a chance of about 1e-5.
     assert len(set(groups[:16])) >= 4, (name, groups[:16])
@@ -209,7 +223,7 @@ def test_every_file_is_a_random_sample_of_the_whole_corpus(shuffled):
   assert all(abs(size / stats.instances - 1 / 3) < 0.15 for size in sizes), sizes
   for name, records in files.items():
     # Each stretch has about 15 records in each file; none in one would be a chance of 1e-8.
-    assert {group_of(r) for r in records} == set(range(GROUPS)), name
+    assert set(groups_of(records)) == set(range(GROUPS)), name
 
 
 def test_a_run_leaves_only_its_outputs(shuffled):
@@ -243,7 +257,7 @@ def test_the_same_seed_writes_the_same_bytes_and_another_seed_another_order(
               num_shards=3, bucket_bytes=SMALL_BUCKETS)
   for name, records in files.items():
     other = records_in_order(tmp_path / "other" / name)
-    assert [group_of(r) for r in other] != [group_of(r) for r in records], name
+    assert groups_of(other) != groups_of(records), name
 
 
 def test_without_num_shards_one_file_per_text_bytes_times_dupe_factor(

@@ -3,6 +3,7 @@
 import importlib.util
 import pathlib
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -22,7 +23,13 @@ WORDS = {source: [f"{source}{i}" for i in range(12)] for source in SOURCES}
 
 
 def load_benchmark():
-  """`benchmarks/nsp_fidelity.py`, which holds the reference (the original's algorithm)."""
+  """`benchmarks/nsp_fidelity.py`, which holds the reference (the original's algorithm).
+
+  Its folder goes on `sys.path`, as when it runs as a script: it imports `results` from there.
+  """
+  folder = str(REPOSITORY / "benchmarks")
+  if folder not in sys.path:
+    sys.path.append(folder)
   spec = importlib.util.spec_from_file_location("nsp_fidelity",
                                                 REPOSITORY / "benchmarks/nsp_fidelity.py")
   module = importlib.util.module_from_spec(spec)

@@ -3,9 +3,6 @@
 import collections
 import os
 import re
-import resource
-import signal
-import subprocess
 import sys
 
 import numpy as np
@@ -104,11 +101,13 @@ def documents_of(path, seq=32):
   first_word_id = len(SPECIAL_TOKENS) + 1
   spec = feature_spec(seq, 5)
   documents = []
-  for record in tf.data.TFRecordDataset(path):
-    example = tf.io.parse_single_example(record, spec)
-    ids = example["input_ids"].numpy()[example["segment_ids"].numpy() == 0]
-    words = ids[ids >= first_word_id] - first_word_id
-    documents.append(np.bincount(words).argmax())
+  # Parsed a batch at a time: one record at a time, the eager calls would cost seconds.
+  for batch in tf.data.TFRecordDataset(path).batch(512):
+    example = tf.io.parse_example(batch, spec)
+    for ids, segments in zip(example["input_ids"].numpy(), example["segment_ids"].numpy()):
+      ids = ids[segments == 0]
+      words = ids[ids >= first_word_id] - first_word_id
+      documents.append(np.bincount(words).argmax())
   return np.array(documents)
 
 
@@ -117,12 +116,29 @@ def marked(tmp_path_factory):
   return write_marked_corpus(tmp_path_factory.mktemp("marked"))
 
 
-@pytest.mark.parametrize("bucket_bytes", [shuffle.DEFAULT_BUCKET_BYTES, 4000])
-def test_every_output_is_a_random_sample_in_random_order(marked, tmp_path, bucket_bytes):
-  outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
-  stats = create_pretraining_data(
-      marked[0], outputs, marked[1], num_workers=1, shard_bytes=1000, bucket_bytes=bucket_bytes,
-      options=InstanceOptions(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=3))
+# One bucket, and buckets of 4000 bytes.
+BUCKET_BYTES = [shuffle.DEFAULT_BUCKET_BYTES, 4000]
+
+
+@pytest.fixture(scope="module")
+def two_outputs(marked, tmp_path_factory):
+  """The marked corpus written to two outputs, a.tfrecord and b.tfrecord, in a folder of their
+  own, for each of `BUCKET_BYTES`: `{bucket_bytes: (folder, outputs, stats)}`."""
+  runs = {}
+  for bucket_bytes in BUCKET_BYTES:
+    folder = tmp_path_factory.mktemp(f"buckets_{bucket_bytes}")
+    outputs = [str(folder / "a.tfrecord"), str(folder / "b.tfrecord")]
+    stats = create_pretraining_data(
+        marked[0], outputs, marked[1], num_workers=1, shard_bytes=1000,
+        bucket_bytes=bucket_bytes,
+        options=InstanceOptions(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=3))
+    runs[bucket_bytes] = folder, outputs, stats
+  return runs
+
+
+@pytest.mark.parametrize("bucket_bytes", BUCKET_BYTES)
+def test_every_output_is_a_random_sample_in_random_order(two_outputs, bucket_bytes):
+  folder, outputs, stats = two_outputs[bucket_bytes]
   counts = []
   for path in outputs:
     documents = documents_of(path)
@@ -135,38 +151,40 @@ def test_every_output_is_a_random_sample_in_random_order(marked, tmp_path, bucke
     assert head.min() < NUM_DOCUMENTS / 4 and head.max() > NUM_DOCUMENTS * 3 / 4
     assert len(set(documents)) == NUM_DOCUMENTS
   assert sum(counts) == stats.instances and abs(counts[0] - counts[1]) <= 1
-  assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "b.tfrecord"]  # no pieces, no buckets
+  assert sorted(os.listdir(folder)) == ["a.tfrecord", "b.tfrecord"]  # no pieces, no buckets
 
 
-def test_the_bucket_count_does_not_change_the_set_of_records(marked, tmp_path):
-  options = InstanceOptions(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2)
+def test_the_bucket_count_does_not_change_the_set_of_records(two_outputs):
   sets = []
-  for name, bucket_bytes in (("one", 1 << 30), ("many", 3000)):
-    path = str(tmp_path / name)
-    create_pretraining_data(marked[0], path, marked[1], num_workers=1, shard_bytes=1000,
-                            bucket_bytes=bucket_bytes, options=options)
-    sets.append(sorted(r.numpy() for r in tf.data.TFRecordDataset(path)))
+  for _, outputs, _ in two_outputs.values():  # one bucket, then many
+    sets.append(sorted(r.numpy() for r in tf.data.TFRecordDataset(outputs)))
+  assert len(sets[0]) > 100
   assert sets[0] == sets[1]
 
 
-def _limit_file_size(limit):
-  def limit_it():
-    # Past the limit a write fails with EFBIG, as on a full disk, instead of killing the process.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-  return limit_it
+# Runs a script with a file size limit (the process' own, set before the script starts): past
+# the limit a write fails with EFBIG, as on a full disk, instead of killing the process.
+_LIMITED_RUN = """
+import os, resource, runpy, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+sys.argv = sys.argv[2:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 @pytest.mark.slow  # a later run of create_pretraining_data.py than test_pretraining_pipeline's
 def test_a_full_disk_for_the_buckets_is_one_line_and_leaves_nothing(marked, tmp_path):
   output = tmp_path / "out" / "train.tfrecord"
-  result = subprocess.run(
-      [sys.executable, str(REPOSITORY / "create_pretraining_data.py"),
+  # Forked by `run_python`: the limit is the run's alone.
+  result = run_python(
+      [sys.executable, "-c", _LIMITED_RUN, "400000",
+       str(REPOSITORY / "create_pretraining_data.py"),
        f"--input_file={marked[0]}", f"--output_file={output}", f"--vocab_file={marked[1]}",
        "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=30",
        "--num_workers=1", "--shard_size_mb=0.001"],
-      capture_output=True, text=True, timeout=300, check=False,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), preexec_fn=_limit_file_size(400_000))
+      timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode == 2, result.stderr[-2000:]
   error = result.stderr.strip().splitlines()[-1]
   assert error.startswith("error: ") and "out of disk space" in error
