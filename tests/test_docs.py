@@ -2,7 +2,8 @@
 
 Every ```python block of README.md, CONTRIBUTING.md and docs/ (its design notes included) runs on
 its own, in a fresh temporary folder, its working directory. The folder holds what a user of a
-released checkpoint has at hand, in miniature: `vocab.txt`, `bert_config.json` (a 2-layer model),
+released checkpoint has at hand, in miniature: `vocab.txt`, `bert_config.json` (a 1-layer model:
+what the blocks show does not depend on the depth, and each layer adds to every block's tracing),
 `bert_model.ckpt` (its original TF1 checkpoint, MLM and NSP heads included) and `sample_text.txt`
 (a pre-training corpus).
 A `print(...)` whose last line ends in a comment promises that output: the comment is compared
@@ -96,7 +97,7 @@ def inputs(tmp_path_factory):
   tokens = [*SPECIAL_TOKENS, ".", ",", "?", "!", *_WORDS,
             *(f"##{suffix}" for suffix in ("s", "ed", "ing", "ly"))]
   write_vocab(folder / "vocab.txt", tokens)
-  config = tiny_bert_config(len(tokens), max_position_embeddings=64)
+  config = tiny_bert_config(len(tokens), num_hidden_layers=1, max_position_embeddings=64)
   config.to_json_file(str(folder / "bert_config.json"))
   save_tf1_checkpoint(BertPretrainer(config), str(folder / "bert_model.ckpt"))
   (folder / "sample_text.txt").write_text(_SAMPLE_TEXT)

@@ -95,34 +95,46 @@ def _without_copies(optimizer, variables, **choice):
                                 choice["global_norm"])
 
 
-def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path, native_kernels):
+@pytest.fixture(scope="module")
+def on_copies(tmp_path_factory, native_kernels):
+  """`(trainer, logs, weights, copies)`: a bfloat16 trainer on copies after its first 3 steps,
+  with what those gave: its logs, its weights, and each copy beside its weight cast to bfloat16.
+  The first test below compares them with the step that casts; the second trains it on."""
+  del native_kernels  # built, where a compiler is there, as a user who built them runs the step
+  trainer = _trainer(tmp_path_factory.mktemp("copies"))
+  logs = trainer.train(fixed_pretraining_batch(CONFIG.vocab_size), 3)
+  copies = trainer._update.copies  # pylint: disable=protected-access
+  pairs = [(copy.numpy(), tf.cast(variable, tf.bfloat16).numpy())
+           for variable, copy in zip(copies.variables, copies.copies)]
+  yield trainer, logs, [v.numpy() for v in trainer.model.trainable_variables], pairs
+  keras.mixed_precision.set_global_policy("float32")
+
+
+def test_a_bfloat16_step_on_copies_trains_as_the_step_that_casts(tmp_path, native_kernels,
+                                                                  on_copies):
   # Both steps as a user who built the kernels runs them (`bert-build-kernels`): the fused
   # element-wise kernels round as the casting step does; their XLA forms drift by a few bfloat16
   # units in the last place over three steps.
   if native_kernels is not None:
     pytest.skip(f"no C++ compiler to build the kernels: {native_kernels}")
+  copied, copied_logs, copied_weights, copy_pairs = on_copies
   cast = _trainer(tmp_path / "cast")
-  copied = _trainer(tmp_path / "copies")
-  batches = fixed_pretraining_batch(CONFIG.vocab_size)
   with mock.patch.object(updates, "choose", _without_copies):
-    cast_logs = cast.train(batches, 3)
-  copied_logs = copied.train(batches, 3)
+    cast_logs = cast.train(fixed_pretraining_batch(CONFIG.vocab_size), 3)
   # pylint: disable=protected-access
   assert type(cast._update) is updates.CompiledUpdate
   assert isinstance(copied._update, updates.CopiesUpdate)
   for name in ("loss", "masked_lm_loss", "gradient_norm"):
     np.testing.assert_allclose(copied_logs[name], cast_logs[name], rtol=1e-3)
-  for actual, expected in zip(copied.model.trainable_variables,
-                              cast.model.trainable_variables):
-    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-2, atol=1e-4)
+  for actual, expected in zip(copied_weights, cast.model.trainable_variables):
+    np.testing.assert_allclose(actual, expected.numpy(), rtol=1e-2, atol=1e-4)
   # The update wrote the copies of the weights it changed.
-  for variable, copy in zip(copied._update.copies.variables, copied._update.copies.copies):
-    np.testing.assert_array_equal(copy.numpy(), tf.cast(variable, tf.bfloat16).numpy())
+  for copy, variable in copy_pairs:
+    np.testing.assert_array_equal(copy, variable)
 
 
-def test_copies_are_not_saved_and_are_refreshed_from_a_restored_checkpoint(tmp_path):
-  first = _trainer(tmp_path / "first")
-  first.train(fixed_pretraining_batch(CONFIG.vocab_size), 3)
+def test_copies_are_not_saved_and_are_refreshed_from_a_restored_checkpoint(on_copies):
+  first = on_copies[0]  # 3 steps trained
   saved = [name for name, _ in tf.train.list_variables(first.latest_checkpoint())]
   assert saved and not any("bfloat16" in name for name in saved)
   first.train(fixed_pretraining_batch(CONFIG.vocab_size), 6)
