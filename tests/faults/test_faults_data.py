@@ -46,12 +46,17 @@ from testing import (
   make_trainer,
   pretraining_dataset_fn,
   run_task,
+  tiny_bert_config,
   tiny_engine,
-  tiny_pretraining_config,
   write_corpus,
   write_full_records,
   write_vocab,
 )
+
+# One layer: what these tests check (files, messages, restored steps) does not depend on depth,
+# and each layer adds to the time TensorFlow takes to trace the model.
+CONFIG = tiny_bert_config(50, hidden_size=32, num_hidden_layers=1, max_position_embeddings=32,
+                          dropout=0.0)
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"),
                                 reason="finds child processes through /proc (Linux)")
@@ -199,7 +204,7 @@ def test_debris_of_a_live_process_or_another_host_is_left_alone(tmp_path, caplog
 # === 3: a damaged newest checkpoint ===
 
 def _trainer(model_dir):
-  return make_trainer(model_dir, tiny_pretraining_config(50),
+  return make_trainer(model_dir, CONFIG,
                       tiny_engine(save_checkpoints_steps=2, steps_per_loop=2), num_steps=6)
 
 
@@ -274,7 +279,7 @@ def test_a_truncated_pretraining_record_file_is_named(tmp_path):
   write_full_records(str(damaged), 64, vocab_size=50, seed=1)
   _truncate(damaged)
   config = tmp_path / "bert_config.json"
-  config.write_text(json.dumps(tiny_pretraining_config(50).to_dict()))
+  config.write_text(json.dumps(CONFIG.to_dict()))
   run_config = ExperimentConfig(
       output_dir=str(tmp_path / "out"),
       **engine_configs(train_batch_size=8, num_train_steps=4, num_warmup_steps=0,

@@ -114,15 +114,23 @@ def _read_all(pattern, **limits):
       pass
 
 
+@pytest.fixture(scope="module")
+def good_records(tmp_path_factory):
+  """Records of ids in range, which the reader reads through; written and read once."""
+  good = _pretraining_records(tmp_path_factory.mktemp("good") / "good.tfrecord", [[2, 5, 3]] * 3)
+  _read_all(good, vocab_size=40, type_vocab_size=2)
+  return good
+
+
 @pytest.mark.parametrize("bad, feature", [
     (dict(input_ids=[[2, 40, 3]]), "input_ids holds 40, outside [0, 40) (vocab_size)"),
     (dict(input_ids=[[2, -3, 3]]), "input_ids holds -3, outside [0, 40)"),
     (dict(input_ids=[[2, 5, 3]], segment_ids=2), "segment_ids holds 2, outside [0, 2) "
      "(type_vocab_size)"),
 ])
-def test_pretraining_records_out_of_range_fail_naming_the_file(tmp_path, bad, feature):
-  good = _pretraining_records(tmp_path / "good.tfrecord", [[2, 5, 3]] * 3)
-  _read_all(good, vocab_size=40, type_vocab_size=2)
+def test_pretraining_records_out_of_range_fail_naming_the_file(good_records, tmp_path, bad,
+                                                              feature):
+  good = good_records
   damaged = _pretraining_records(tmp_path / "damaged.tfrecord", **bad)
   with pytest.raises(tfrecord_errors.RecordValueError) as error:
     _read_all(f"{good},{damaged}", vocab_size=40, type_vocab_size=2)

@@ -67,7 +67,8 @@ def files(tmp_path_factory):
   model = root / "model"
   model.mkdir()
   write_vocab(model / "vocab.txt", SPECIAL_TOKENS + words)
-  config = tiny_bert_config(len(SPECIAL_TOKENS) + len(words), hidden_size=32,
+  # One layer: no check here depends on depth, and each layer adds to the tracing time.
+  config = tiny_bert_config(len(SPECIAL_TOKENS) + len(words), hidden_size=32, num_hidden_layers=1,
                             max_position_embeddings=32)
   config.to_json_file(model / "bert_config.json")
   classifier = BertClassifier(config, num_classes=2)

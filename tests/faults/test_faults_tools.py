@@ -65,7 +65,8 @@ def faults(tmp_path_factory):
   inputs = root / "inputs"
   inputs.mkdir()
   config = inputs / "bert_config.json"
-  config.write_text(json.dumps(tiny_pretraining_config(50).to_dict()))
+  # One layer: the faults do not depend on depth, and each layer adds to the tracing time.
+  config.write_text(json.dumps(dict(tiny_pretraining_config(50).to_dict(), num_hidden_layers=1)))
   good = write_full_records(str(inputs / "good.tfrecord"), 16, vocab_size=50)
   damaged = inputs / "damaged.tfrecord"
   write_full_records(str(damaged), 64, vocab_size=50, seed=1)

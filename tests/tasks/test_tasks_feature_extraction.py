@@ -1,5 +1,6 @@
 """Tests for official_bert.tasks.feature_extraction and extract_features.py."""
 
+import dataclasses
 import json
 import math
 import os
@@ -51,6 +52,20 @@ def input_file(tmp_path):
   return path
 
 
+# The settings of `token_run`, which other runs repeat to compare their output with it.
+TOKEN_RUN = dict(layers="-1,0", max_seq_length=16, batch_size=3)
+
+
+@pytest.fixture(scope="module")
+def token_run(checkpoint, tmp_path_factory):
+  """`LINES` extracted once as token features of layers -1 and 0 (`TOKEN_RUN`), in a folder
+  of their own: (the task, the input file, the output file)."""
+  input_path = tmp_path_factory.mktemp("token_input") / "input.txt"
+  input_path.write_text("\n".join(LINES) + "\n")
+  output = tmp_path_factory.mktemp("token_run") / "features.jsonl"
+  return _extract(input_path, output, checkpoint[1], **TOKEN_RUN), input_path, output
+
+
 def _extract(input_file, output_file, init_checkpoint, batch_size=32, export_dir=None,
              **task_args):
   """Runs the task as extract_features.py does (output_dir: the output file's folder)."""
@@ -68,10 +83,9 @@ def _read_jsonl(path):
     return [json.loads(line) for line in f]
 
 
-def test_token_features_format_and_last_layer(checkpoint, input_file, tmp_path):
+def test_token_features_format_and_last_layer(checkpoint, token_run):
   encoder, ckpt = checkpoint
-  output = tmp_path / "features.jsonl"
-  task = _extract(input_file, output, ckpt, layers="-1,0", max_seq_length=16, batch_size=3)
+  task, input_file, output = token_run
   assert len(task.examples) == len(LINES) and task.features.num_truncated == 0
   assert task.summary == [f"{input_file}: {len(LINES)} lines, 0 truncated"]
   records = _read_jsonl(output)
@@ -104,15 +118,17 @@ def test_token_features_format_and_last_layer(checkpoint, input_file, tmp_path):
       np.testing.assert_allclose(got, np.asarray(want)[n, :length], atol=2e-5)
 
 
-def test_pooled_embeddings_cls_and_mean(checkpoint, input_file, tmp_path):
-  encoder, ckpt = checkpoint
-  tokens_file, cls_file, mean_file = (tmp_path / f"{n}.jsonl" for n in ("tok", "cls", "mean"))
-  _extract(input_file, tokens_file, ckpt, layers="-1")
-  _extract(input_file, cls_file, ckpt, pooling="cls", normalize=True)
-  _extract(input_file, mean_file, ckpt, pooling="mean")
+def test_pooled_embeddings_cls_and_mean(checkpoint, token_run, tmp_path):
+  _, input_file, tokens_file = token_run
+  cls_file, mean_file = (tmp_path / f"{n}.jsonl" for n in ("cls", "mean"))
+  # At the token run's sequence length; its first layer listed is -1, the one pooled.
+  _extract(input_file, cls_file, checkpoint[1], pooling="cls", normalize=True, max_seq_length=16)
+  _extract(input_file, mean_file, checkpoint[1], pooling="mean", max_seq_length=16)
   token_records = _read_jsonl(tokens_file)
+  assert len(token_records) == len(_read_jsonl(cls_file)) == len(_read_jsonl(mean_file))
   for record, cls, mean in zip(token_records, _read_jsonl(cls_file), _read_jsonl(mean_file)):
     assert cls["linex_index"] == mean["linex_index"] == record["linex_index"]
+    assert record["features"][0]["layers"][0]["index"] == -1
     vectors = np.array([f["layers"][0]["values"] for f in record["features"]])
     np.testing.assert_allclose(cls["embedding"], vectors[0] / np.linalg.norm(vectors[0]),
                                atol=1e-5)
@@ -185,20 +201,19 @@ def test_bad_input_is_named(checkpoint, tmp_path):
   assert not output.exists()
 
 
-def test_checkpoints_beside_the_output_are_ignored_and_nothing_is_added(checkpoint, input_file,
+def test_checkpoints_beside_the_output_are_ignored_and_nothing_is_added(checkpoint, token_run,
                                                                         tmp_path):
   import tensorflow as tf
 
   ckpt = checkpoint[1]
-  clean = tmp_path / "clean" / "features.jsonl"
-  _extract(input_file, clean, ckpt, layers="-1", max_seq_length=16)
+  _, input_file, clean = token_run  # a run in a folder of its own
   # A training checkpoint of another encoder of the same shape lies in the output folder.
   busy = tmp_path / "busy"
   tf.train.CheckpointManager(
       tf.train.Checkpoint(model=BertEncoder(CONFIG),
                           global_step=tf.Variable(5, dtype=tf.int64)), str(busy), 1).save()
   before = sorted(os.listdir(busy))
-  _extract(input_file, busy / "features.jsonl", ckpt, layers="-1", max_seq_length=16)
+  _extract(input_file, busy / "features.jsonl", ckpt, **TOKEN_RUN)
   assert (busy / "features.jsonl").read_text() == clean.read_text()
   assert sorted(os.listdir(busy)) == sorted(before + ["features.jsonl"])
   assert os.listdir(clean.parent) == ["features.jsonl"]
@@ -351,15 +366,22 @@ def test_the_originals_tpu_and_one_hot_flags_parse_and_are_reported_as_ignored()
                                    "master", "use_one_hot_embeddings"]
 
 
-def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, tmp_path):
+def test_script_writes_features_and_exports_the_encoder(input_file, tmp_path):
   import tensorflow as tf
   import tensorflow_text  # noqa: F401  (registers the ops the SavedModel's tokenizer uses)
 
+  # A one-layer encoder: the script's work does not depend on depth, and each layer adds to the
+  # tracing of its extraction and export and to the compiling of the two signatures called here.
+  config = dataclasses.replace(CONFIG, num_hidden_layers=1)
+  (tmp_path / "vocab_source.txt").write_text("\n".join(VOCAB) + "\n")
+  checkpoint = str(tmp_path / "ckpt")
+  export_pretrained_dir(BertEncoder(config), config, checkpoint,
+                        vocab_file=str(tmp_path / "vocab_source.txt"))
   # Every path a file:// URL, as gs:// ones would be given.
   output, export_dir = tmp_path / "out" / "features.jsonl", tmp_path / "encoder_savedmodel"
   command = [sys.executable, os.path.join(REPOSITORY, "extract_features.py"),
              f"--input_file={file_uri(input_file)}", f"--output_file={file_uri(output)}",
-             f"--init_checkpoint={file_uri(checkpoint[1])}", "--layers=-1",
+             f"--init_checkpoint={file_uri(checkpoint)}", "--layers=-1",
              "--max_seq_length=16", "--batch_size=2", f"--export_dir={file_uri(export_dir)}",
              # Commands written for the original may pass these: accepted, and ignored.
              "--use_tpu=false", "--num_tpu_cores=8", "--use_one_hot_embeddings=true"]
@@ -380,4 +402,4 @@ def test_script_writes_features_and_exports_the_encoder(checkpoint, input_file, 
     assert int(outputs["input_mask"][row].numpy().sum()) == len(want)
     np.testing.assert_allclose(outputs["sequence_output"][row, :len(want)], want, atol=2e-5)
     np.testing.assert_allclose(outputs["encoder_outputs"][-1, row, :len(want)], want, atol=2e-5)
-  assert from_text["pooled_output"].shape == (2, CONFIG.hidden_size)
+  assert from_text["pooled_output"].shape == (2, config.hidden_size)
