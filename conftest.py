@@ -16,6 +16,9 @@ go with it.
 XLA compiles the tests' programs at LLVM's -O0 (`--xla_backend_optimization_level=0` in
 `XLA_FLAGS`, which the scripts the tests start inherit), unless `XLA_FLAGS` sets a level itself.
 The test processes' cyclic garbage collector runs every 10,000 net allocations, not 700.
+NumPy's OpenBLAS runs one thread in each test process (`OPENBLAS_NUM_THREADS=1`, unless set): the
+workers already fill every core, and an idle OpenBLAS thread spins on a core that the other worker
+needs.
 """
 
 import gc
@@ -33,6 +36,9 @@ import pytest
 # (tests/pretraining/test_beam_pipeline.py skips).
 if importlib.util.find_spec("apache_beam") is None:
   collect_ignore = ["official_bert/pretraining/beam_pipeline.py"]
+
+# Read when NumPy loads, which is after this file: nothing before it imports NumPy.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Most of the compile of a tiny model's XLA program on a CPU is LLVM optimising the machine code
 # of its hundreds of kernels: a float16 training step compiled in 14 s instead of 21-26 s. The

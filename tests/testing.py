@@ -456,12 +456,13 @@ _PRELOAD = ("official_bert.cli", "tensorflow", "keras", "tensorflow_text", "offi
 # they are imported (PYTHONPATH: `run_python` sets `sys.path` from it; BENCHMARK_RESULTS_DIR: the
 # benchmarks' module, which the server does not import; PYTEST_CURRENT_TEST: pytest's, which
 # names each test in turn and which nothing else reads; OFFICIAL_BERT_DEMO_STAGES: read by
-# demo.py's `__main__` block, to run its stages itself): a run whose environment
+# demo.py's `__main__` block, to run its stages itself; HTTP(S)_PROXY: read by `urllib` and
+# `requests` when they open a connection): a run whose environment
 # differs from the tests' only in these can start from the fork server. Any other difference
 # (TF_CPP_MIN_LOG_LEVEL, TF_ENABLE_ONEDNN_OPTS, KERAS_BACKEND, ...) takes a new interpreter.
 READ_WHEN_USED = frozenset({"TF_CONFIG", "XLA_FLAGS", "OFFICIAL_BERT_CACHE", "PYTHONPATH",
                             "BENCHMARK_RESULTS_DIR", "PYTEST_CURRENT_TEST",
-                            "OFFICIAL_BERT_DEMO_STAGES"})
+                            "OFFICIAL_BERT_DEMO_STAGES", "HTTP_PROXY", "HTTPS_PROXY"})
 
 
 # Held while the fork server starts: `_fork_server` rewrites `os.environ` for the server's start,
