@@ -7,6 +7,7 @@ the data pipeline (`FullTokenizer` and the feature converters) gives.
 """
 
 import base64
+import concurrent.futures
 import functools
 import json
 import os
@@ -50,6 +51,7 @@ from testing import (
   SHARED_DATA,
   assert_no_scheme_folders,
   file_uri,
+  run_python,
   shared_data,
   tiny_bert_config,
   write_vocab,
@@ -217,10 +219,14 @@ class _Exports:
                    max_seq_length=24, is_regression=True, extra={"sentence_pair": True})
     directory = self._dir("pair_regression", str(model_dir / "vocab.txt"))
     # Both paths file:// URLs, as gs:// ones would be given; the serving flags as users write them.
-    self.script = subprocess.Popen(
-        [sys.executable, str(SCRIPT), f"--model_dir={file_uri(model_dir)}",
-         f"--export_dir={file_uri(directory)}", "--buckets=8,16", "--nojit_compile"],
-        cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The script runs beside the exports below, forked from a process that has imported
+    # TensorFlow and the tools (`run_python`).
+    beside = concurrent.futures.ThreadPoolExecutor(1)
+    self.script = beside.submit(
+        run_python, [sys.executable, SCRIPT, f"--model_dir={file_uri(model_dir)}",
+                     f"--export_dir={file_uri(directory)}", "--buckets=8,16", "--nojit_compile"],
+        cwd=self.root, env=env, timeout=300)
+    beside.shutdown(wait=False)
     tokenizer = tokenization.FullTokenizer(self.small_vocab, do_lower_case=True)
     features = [classifier_features.convert_single_example(
         classifier_data.InputExample(f"dev-{i}", a, b, 0.0), [], 24, tokenizer,
@@ -356,8 +362,8 @@ def fixture_served(tmp_path_factory):
     for build in (exports.classifier, exports.span, exports.encoder, exports.tagger,
                   exports.multiple_choice):
       build()
-    script_output = exports.script.communicate(timeout=300)[0]
-    assert exports.script.returncode == 0, f"export_saved_model.py failed:\n{script_output}"
+    script = exports.script.result()
+    assert script.returncode == 0, f"export_saved_model.py failed:\n{script.stderr[-3000:]}"
     assert_no_scheme_folders(root)
     vocab_contents = {name: pathlib.Path(path).read_bytes()
                       for name, path in exports.vocab_of.items()}
@@ -371,10 +377,11 @@ def fixture_served(tmp_path_factory):
                                         timeout=300)
     assert loader.returncode == 0, f"the loading process failed:\n{stderr[-3000:]}"
   finally:
-    for process in (loader, exports.script):
-      if process is not None and process.poll() is None:
-        process.kill()
-        process.wait()
+    if loader.poll() is None:
+      loader.kill()
+      loader.wait()
+    if exports.script is not None:
+      concurrent.futures.wait([exports.script])
   loaded = json.loads(stdout)
   return {"results": loaded["results"], "signatures": loaded["signatures"],
           "cli": loaded["cli"], "expected": exports.expected, "moved": moved,
@@ -562,10 +569,10 @@ def test_refuses_a_non_empty_export_dir(tmp_path, small_classifier):
   assert os.listdir(export_dir) == ["keep.txt"]
 
 
-def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_classifier, monkeypatch):
-  model, options = small_classifier
+def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_exports, monkeypatch):
+  model, options, exports = small_exports
   export_dir = tmp_path / "exports" / "1"
-  export_classifier(model, export_dir, **options)
+  shutil.copytree(exports[False]["dir"], export_dir)  # an earlier export of the package
   fingerprint = (export_dir / "fingerprint.pb").read_bytes()
 
   def write_half_then_fail(self, filepath, **kwargs):
@@ -585,24 +592,41 @@ def test_a_failed_export_leaves_nothing_half_written(tmp_path, small_classifier,
                                             "saved_model.pb", "variables"]
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_the_export_traces_the_model_once_for_all_its_signatures(tmp_path, monkeypatch,
-                                                                 small_classifier, jit_compile):
-  # Three signatures (raw text, token ids, tf.Examples) call one function of the model.
-  model, options = small_classifier
-  traced = []
-  call = TransformerBlock.call
+@pytest.fixture(name="small_exports", scope="module")
+def fixture_small_exports(tmp_path_factory):
+  """The small classifier, its export options, and its exports without and with XLA, by
+  `jit_compile`, each with the names of the TransformerBlocks its export traced."""
+  root = tmp_path_factory.mktemp("small_exports")
+  vocab_file = write_vocab(root / "vocab" / "vocab.txt", SMALL_VOCAB)
+  model = BertClassifier(tiny_bert_config(len(SMALL_VOCAB), num_hidden_layers=1), num_classes=2)
+  options = dict(vocab_file=vocab_file, do_lower_case=True, max_seq_length=16)
+  exports = {}
+  for jit_compile in (False, True):
+    traced = []
+    with pytest.MonkeyPatch.context() as patch:
+      patch.setattr(TransformerBlock, "call", _counting_traces(TransformerBlock.call, traced))
+      export_dir = root / f"jit_compile_{jit_compile}"
+      export_classifier(model, export_dir, jit_compile=jit_compile, **options)
+    exports[jit_compile] = {"dir": export_dir, "traced": traced}
+  return model, options, exports
 
+
+def _counting_traces(call, traced):
+  """`call`, which appends the layer's name to `traced` when it runs in a graph."""
   @functools.wraps(call)  # Keras reads the signature of `call`
   def counted(self, *args, **kwargs):
     if tf.inside_function():  # not the eager calls that build a serving copy of the model
       traced.append(self.name)
     return call(self, *args, **kwargs)
+  return counted
 
-  monkeypatch.setattr(TransformerBlock, "call", counted)
-  export_classifier(model, tmp_path / "export", jit_compile=jit_compile, **options)
-  assert len(traced) == 1
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_the_export_traces_the_model_once_for_all_its_signatures(small_exports, jit_compile):
+  # Three signatures (raw text, token ids, tf.Examples) call one function of the model.
+  model, _, exports = small_exports
+  assert len(exports[jit_compile]["traced"]) == 1
+  served = tf.saved_model.load(str(exports[jit_compile]["dir"])).signatures
   ids = {"input_word_ids": tf.constant([[2, 5, 6, 3]]), "input_mask": tf.constant([[1, 1, 1, 1]]),
          "input_type_ids": tf.constant([[0, 0, 0, 0]])}
   np.testing.assert_allclose(served["serve_token_ids"](**ids)["logits"],
@@ -662,9 +686,10 @@ def test_bucket_lengths():
       bucket_lengths(128, bad)
 
 
-# Mixed lengths: a batch of short texts fits the 16 bucket, one long text needs the longest.
-SHORT_TEXTS = ["the cat sat", "a dog ran in the park", "what?"]
-MIXED_TEXTS = SHORT_TEXTS + ["the cat sat on the mat and the dog ran in the park " * 4]
+# Mixed lengths: a batch of short texts fits the 16 bucket, one long text needs the longest. Both
+# batches hold four texts: an export padded to max_seq_length compiles its XLA model once for both.
+SHORT_TEXTS = ["the cat sat", "a dog ran in the park", "what?", "the dog sat on the mat"]
+MIXED_TEXTS = SHORT_TEXTS[:3] + ["the cat sat on the mat and the dog ran in the park " * 4]
 
 
 def _agree_within_bucket(bucketed, padded, bucket, axis=1):
@@ -763,13 +788,11 @@ def _xla_functions(export_dir):
           if f.attr["_XlaMustCompile"].b]
 
 
-def test_jit_compile_is_kept_in_the_saved_model(tmp_path, small_classifier):
-  model, options = small_classifier
-  export_classifier(model, tmp_path / "graph", jit_compile=False, **options)
-  export_classifier(model, tmp_path / "xla", jit_compile=True, **options)
-  assert not _xla_functions(tmp_path / "graph")
-  assert _xla_functions(tmp_path / "xla")
+def test_jit_compile_is_kept_in_the_saved_model(small_exports):
+  model, _, exports = small_exports
+  assert not _xla_functions(exports[False]["dir"])
+  assert _xla_functions(exports[True]["dir"])
   ids = {"input_word_ids": tf.constant([[2, 5, 6, 3, 0]]),
          "input_mask": tf.constant([[1, 1, 1, 1, 0]]), "input_type_ids": tf.zeros([1, 5], tf.int32)}
-  served = tf.saved_model.load(str(tmp_path / "xla")).signatures["serve_token_ids"](**ids)
+  served = tf.saved_model.load(str(exports[True]["dir"])).signatures["serve_token_ids"](**ids)
   np.testing.assert_allclose(served["logits"], model(ids)["logits"], **TOLERANCE)
