@@ -44,6 +44,12 @@ def fixture_vocab_file(tmp_path):
   return str(path)
 
 
+@pytest.fixture(name="encoder", scope="module")
+def fixture_encoder():
+  """One encoder for the tests that only save it (none changes its weights)."""
+  return BertEncoder(CONFIG)
+
+
 def _inputs(shape, seed=0):
   rng = np.random.default_rng(seed)
   ids = rng.integers(5, len(VOCAB), size=shape).astype("int32")
@@ -138,8 +144,7 @@ def test_fine_tuned_folder_initialises_another_task_model(tmp_path, vocab_file):
     np.testing.assert_array_equal(actual.numpy(), expected.numpy(), err_msg=expected.path)
 
 
-def test_pretrained_folder_loads_as_encoder(tmp_path, vocab_file):
-  encoder = BertEncoder(CONFIG)
+def test_pretrained_folder_loads_as_encoder(tmp_path, vocab_file, encoder):
   export_pretrained_dir(encoder, CONFIG, tmp_path, vocab_file=vocab_file)
   loaded, info = load_model(tmp_path)
   assert isinstance(loaded, BertEncoder)
@@ -160,8 +165,8 @@ def test_original_tf1_checkpoint_folder_loads_as_encoder():
   assert info.vocab_file == os.path.join(folder, "vocab.txt")
 
 
-def test_pretrained_folder_without_vocab_has_none(tmp_path):
-  export_pretrained_dir(BertEncoder(CONFIG), CONFIG, tmp_path)
+def test_pretrained_folder_without_vocab_has_none(tmp_path, encoder):
+  export_pretrained_dir(encoder, CONFIG, tmp_path)
   assert load_model(tmp_path)[1].vocab_file is None
 
 
@@ -206,11 +211,11 @@ def test_save_refuses_fields_that_do_not_fit_the_model(make_model, options, erro
   assert not (tmp_path / "out").exists()
 
 
-def test_save_refuses_a_vocabulary_larger_than_the_model(tmp_path):
+def test_save_refuses_a_vocabulary_larger_than_the_model(tmp_path, encoder):
   vocab = tmp_path / "big_vocab.txt"
   vocab.write_text("\n".join(VOCAB + [f"w{i}" for i in range(20)]) + "\n")
   with pytest.raises(ValueError, match="35 tokens but the model's vocab_size is 24"):
-    save_model_dir(BertEncoder(CONFIG), tmp_path / "out", vocab_file=vocab)
+    save_model_dir(encoder, tmp_path / "out", vocab_file=vocab)
 
 
 def test_interrupted_save_keeps_the_previous_model(tmp_path, vocab_file, monkeypatch):

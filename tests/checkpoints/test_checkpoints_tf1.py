@@ -1,6 +1,7 @@
 """Tests for official_bert.checkpoints.tf1: the original TF1 BERT checkpoint format in and out."""
 
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -36,15 +37,30 @@ def fixture_checkpoint(tmp_path_factory):
   return write_original_checkpoint(prefix, variables), variables
 
 
+@pytest.fixture(name="loaded", scope="module")
+def fixture_loaded(checkpoint):
+  """A pre-trainer loaded from `checkpoint`; the tests only read it."""
+  model = BertPretrainer(CONFIG)
+  tf1.load_tf1_checkpoint(model, checkpoint[0])
+  return model
+
+
+@pytest.fixture(name="headless", scope="module")
+def fixture_headless(tmp_path_factory):
+  """An encoder-only original checkpoint, `model.ckpt-7` with its checkpoint state file."""
+  values = original_variables(CONFIG, heads=False)
+  folder = tmp_path_factory.mktemp("headless")
+  return write_original_checkpoint(folder / "model.ckpt-7", values), values
+
+
 def assert_bit_equal(actual, expected, name):
   assert actual.dtype == expected.dtype and actual.shape == expected.shape, name
   assert np.array_equal(actual.view(np.uint32), expected.view(np.uint32)), name
 
 
-def test_loads_every_variable_into_the_right_place(checkpoint):
-  prefix, values = checkpoint
-  model = BertPretrainer(CONFIG)
-  tf1.load_tf1_checkpoint(model, prefix)
+def test_loads_every_variable_into_the_right_place(checkpoint, loaded):
+  _, values = checkpoint
+  model = loaded
   encoder, layer = model.encoder, model.encoder.transformer_layers[1]
   np.testing.assert_array_equal(encoder.embeddings.word_embeddings.embeddings.numpy(),
                                 values["bert/embeddings/word_embeddings"])
@@ -69,11 +85,9 @@ def test_loads_every_variable_into_the_right_place(checkpoint):
                                 values["cls/seq_relationship/output_weights"].T)
 
 
-def test_write_back_is_bit_exact_with_original_names(checkpoint, tmp_path):
-  prefix, values = checkpoint
-  model = BertPretrainer(CONFIG)
-  tf1.load_tf1_checkpoint(model, prefix)
-  written = tf1.save_tf1_checkpoint(model, tmp_path / "out" / "bert_model.ckpt")
+def test_write_back_is_bit_exact_with_original_names(checkpoint, loaded, tmp_path):
+  _, values = checkpoint
+  written = tf1.save_tf1_checkpoint(loaded, tmp_path / "out" / "bert_model.ckpt")
   reader = tf.train.load_checkpoint(written)
   assert reader.get_variable_to_shape_map() == {name: list(value.shape)
                                                 for name, value in values.items()}
@@ -135,21 +149,20 @@ def test_reports_missing_unexpected_and_mismatched_variables(tmp_path):
   assert "adam" not in message and "global_step" not in message
 
 
-def test_pretrainer_needs_the_heads(tmp_path):
-  prefix = write_original_checkpoint(tmp_path / "bert_model.ckpt",
-                                     original_variables(CONFIG, heads=False))
+def test_pretrainer_needs_the_heads(headless):
+  prefix, _ = headless
   with pytest.raises(ValueError, match=r"missing \(7\): cls/predictions/output_bias"):
     tf1.load_tf1_checkpoint(BertPretrainer(CONFIG), prefix)
 
 
-def test_resolves_folders_with_a_checkpoint_state_file(tmp_path):
-  values = original_variables(CONFIG, heads=False)
-  write_original_checkpoint(tmp_path / "model.ckpt-7", values)
-  assert tf1.resolve_tf1_prefix(tmp_path) == str(tmp_path / "model.ckpt-7")
-  assert tf1.resolve_tf1_prefix(tmp_path / "nothing") is None
+def test_resolves_folders_with_a_checkpoint_state_file(headless):
+  prefix, values = headless
+  folder = pathlib.Path(prefix).parent
+  assert tf1.resolve_tf1_prefix(folder) == str(folder / "model.ckpt-7")
+  assert tf1.resolve_tf1_prefix(folder / "nothing") is None
   with pytest.raises(FileNotFoundError, match="No TF1 checkpoint at"):
-    tf1.read_tf1_checkpoint(tmp_path / "nothing")
-  assert sorted(tf1.read_tf1_checkpoint(tmp_path)) == sorted(values)
+    tf1.read_tf1_checkpoint(folder / "nothing")
+  assert sorted(tf1.read_tf1_checkpoint(folder)) == sorted(values)
 
 
 def test_rewriting_a_prefix_replaces_the_old_checkpoint(tmp_path):

@@ -57,7 +57,7 @@ def test_the_library_leaves_the_environment_alone_and_the_tools_turn_onednn_on()
       "False", "0"]
 
 
-def test_the_tools_give_xla_512_bit_vectors_on_avx512_and_keep_the_users_own_width():
+def test_the_tools_give_xla_512_bit_vectors_on_avx512_and_keep_the_users_own_width(helps):
   assert cli.xla_flags("", {"avx512f", "amx_bf16"}) == "--xla_cpu_prefer_vector_width=512"
   assert cli.xla_flags("--xla_dump_to=/tmp/d", {"avx512f"}) == (
       "--xla_dump_to=/tmp/d --xla_cpu_prefer_vector_width=512")
@@ -68,11 +68,9 @@ def test_the_tools_give_xla_512_bit_vectors_on_avx512_and_keep_the_users_own_wid
   assert _imported("import official_bert; " + report) == ["unset"]
   expected = "--xla_cpu_prefer_vector_width=512" if "avx512f" in cpuinfo.flags() else "unset"
   assert _imported("import official_bert.cli; " + report) == [expected]
-  # XLA aborts the process on a flag it does not know: this TensorFlow's XLA takes it.
-  compiled = ("import official_bert.cli, tensorflow as tf; " + report + "; "
-              "print(float(tf.function(lambda x: x * 2.0, jit_compile=True)(tf.constant(1.5))))")
-  assert _imported(compiled, XLA_FLAGS="--xla_cpu_prefer_vector_width=512") == [
-      "--xla_cpu_prefer_vector_width=512", "3.0"]
+  # XLA aborts the process on a flag it does not know: this TensorFlow's XLA takes it (the
+  # `helps` process, which has TensorFlow and the tools imported, compiles with the flag set).
+  assert helps["xla"] == ["--xla_cpu_prefer_vector_width=512", 3.0]
 
 
 _HELP_FLAGS = {
@@ -82,9 +80,11 @@ _HELP_FLAGS = {
 
 # One process: first the tools are imported (TensorFlow defines flags of its own when imported;
 # a tool defines its own only in `define_flags`), then each tool's `run()` on `--help`, one after
-# another (as `testing.run_tools` runs tools, keeping what the help prints on stdout).
+# another (as `testing.run_tools` runs tools, keeping what the help prints on stdout); last, under
+# the user's own `XLA_FLAGS` vector width, the flags left after importing the tools and an XLA
+# compilation.
 _HELP = """
-import contextlib, importlib, io, json, sys
+import contextlib, importlib, io, json, os, sys
 from absl import app, flags
 import tensorflow
 app.define_help_flags()
@@ -107,6 +107,8 @@ for tool in sys.argv[2:]:
     delattr(flags.FLAGS, name)
   flags.FLAGS.unparse_flags()
   done[tool] = [status, stdout.getvalue()]
+done["xla"] = [os.environ.get("XLA_FLAGS", "unset"), float(tensorflow.function(
+    lambda x: x * 2.0, jit_compile=True)(tensorflow.constant(1.5)))]
 print(json.dumps(done))
 """
 
@@ -116,7 +118,8 @@ def helps():
   tools = json.dumps(sorted(_scripts().values()))
   result = subprocess.run([sys.executable, "-c", _HELP, tools, *_HELP_FLAGS], cwd=REPOSITORY,
                           capture_output=True, text=True, timeout=300, check=False,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                   XLA_FLAGS="--xla_cpu_prefer_vector_width=512"))
   assert result.returncode == 0, result.stderr[-2000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -80,8 +80,14 @@ TASKS = {
 }
 
 
-def test_encoder_output_shapes_and_dtypes():
-  outputs = BertEncoder(CONFIG)(_inputs())
+@pytest.fixture(name="encoder", scope="module")
+def fixture_encoder():
+  """One encoder for the tests that only call it (none changes its weights)."""
+  return BertEncoder(CONFIG)
+
+
+def test_encoder_output_shapes_and_dtypes(encoder):
+  outputs = encoder(_inputs())
   assert tuple(outputs["sequence_output"].shape) == (3, 10, 32)
   assert tuple(outputs["pooled_output"].shape) == (3, 32)
   assert len(outputs["encoder_outputs"]) == 2
@@ -91,17 +97,14 @@ def test_encoder_output_shapes_and_dtypes():
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
-def test_task_output_shapes_and_dtypes(task):
+def test_task_output_shapes_and_dtypes_and_keras_save_and_load_gives_identical_outputs(
+    task, tmp_path):
   build, make_inputs, shapes = TASKS[task]
-  outputs = build()(make_inputs())
+  model = build()
+  outputs = model(make_inputs())
   assert {name: tuple(value.shape) for name, value in outputs.items()} == shapes
   assert all(value.dtype == tf.float32 for value in outputs.values())
-
-
-@pytest.mark.parametrize("task", sorted(TASKS))
-def test_keras_save_and_load_gives_identical_outputs(task, tmp_path):
-  build, make_inputs, _ = TASKS[task]
-  run_model_saving_test(build(), make_inputs(), tmp_path)
+  run_model_saving_test(model, make_inputs(), tmp_path)
 
 
 _SEQUENCE = np.random.default_rng(0).standard_normal((2, 5, 16)).astype("float32")
@@ -146,8 +149,7 @@ def test_pretrainer_ties_the_output_projection_to_word_embeddings(tmp_path):
   assert restored.masked_lm.embedding is restored.encoder.word_embeddings
 
 
-def test_padding_does_not_change_outputs_at_real_positions():
-  encoder = BertEncoder(CONFIG)
+def test_padding_does_not_change_outputs_at_real_positions(encoder):
   inputs = _inputs(real_lengths=(10, 6, 3))
   padded = {name: np.pad(value, ((0, 0), (0, 7))) for name, value in inputs.items()}
   short, long = encoder(inputs), encoder(padded)
@@ -157,8 +159,7 @@ def test_padding_does_not_change_outputs_at_real_positions():
   np.testing.assert_allclose(long["pooled_output"], short["pooled_output"], atol=1e-5)
 
 
-def test_padding_tokens_receive_no_attention():
-  encoder = BertEncoder(CONFIG)
+def test_padding_tokens_receive_no_attention(encoder):
   inputs = _inputs(real_lengths=(6, 6, 6))
   changed = dict(inputs, input_word_ids=inputs["input_word_ids"].copy())
   changed["input_word_ids"][:, 6:] = 7  # different ids behind the mask
@@ -167,8 +168,7 @@ def test_padding_tokens_receive_no_attention():
                              np.array(encoder(inputs)["sequence_output"])[mask], atol=1e-6)
 
 
-def test_dropout_is_active_only_in_training():
-  encoder = BertEncoder(CONFIG)
+def test_dropout_is_active_only_in_training(encoder):
   inputs = _inputs()
   first = encoder(inputs, training=True)["sequence_output"]
   second = encoder(inputs, training=True)["sequence_output"]
