@@ -31,15 +31,17 @@ from testing import (
 )
 
 
-def _model_files(directory, words, hidden=64):
-  """Writes `vocab.txt` (special tokens + `words`) and a 2-layer `bert_config.json`."""
+def _model_files(directory, words, hidden=64, layers=2):
+  """Writes `vocab.txt` (special tokens + `words`) and a `bert_config.json` of `layers` layers
+  (two for the tests that learn; one for those that check the run's files and flow, whose checks
+  do not depend on depth, and where a second layer only makes each program slower to trace)."""
   os.makedirs(directory, exist_ok=True)
   vocab = os.path.join(directory, "vocab.txt")
   with open(vocab, "w", encoding="utf-8") as f:
     f.write("\n".join(SPECIAL_TOKENS + sorted(set(words))) + "\n")
   config = os.path.join(directory, "bert_config.json")
   tiny_bert_config(len(SPECIAL_TOKENS) + len(set(words)), hidden_size=hidden,
-                   max_position_embeddings=128).to_json_file(config)
+                   num_hidden_layers=layers, max_position_embeddings=128).to_json_file(config)
   return config, vocab
 
 
@@ -88,14 +90,29 @@ def sentiment(tmp_path_factory):
   return {"data": str(data), "config": config, "vocab": vocab, "dev": rows[400:600]}
 
 
-@pytest.mark.slow
-def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment, tmp_path):
-  output_dir = tmp_path / "out"
-  run = dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
-             task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24, do_eval=True)
-  results = _run_classifier(config=_config(output_dir), do_train=True,
-                            do_predict=True, **run)
+def _sentiment_run(sentiment):
+  return dict(bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
+              task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24, do_eval=True)
 
+
+@pytest.fixture(scope="module")
+def learned_sentiment(sentiment, tmp_path_factory):
+  """The sentiment task trained, evaluated, predicted and exported to ONNX in one run: its
+  output folder, results, ONNX file and written `experiment_config.json`. Run once: the test of
+  its learning and outputs and the test of its export check the same run."""
+  root = tmp_path_factory.mktemp("learned_sentiment")
+  output_dir, onnx_file = root / "out", root / "served" / "sentiment.onnx"
+  results = _run_classifier(config=_config(output_dir, export_dir=str(onnx_file),
+                                           export_format="onnx"),
+                            do_train=True, do_predict=True, **_sentiment_run(sentiment))
+  saved = json.loads((output_dir / "experiment_config.json").read_text())
+  return dict(output_dir=output_dir, results=results, onnx_file=onnx_file, saved=saved)
+
+
+@pytest.mark.slow
+def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment,
+                                                                      learned_sentiment):
+  output_dir, results = learned_sentiment["output_dir"], learned_sentiment["results"]
   majority = max(np.mean([row.endswith("\t1") for row in sentiment["dev"]]), 0.5)
   assert results["eval_accuracy"] > max(0.9, majority + 0.3)
   assert results["global_step"] == 150  # int(400 / 16 * 6.0)
@@ -117,7 +134,7 @@ def test_sentiment_task_learns_writes_the_original_outputs_and_resumes(sentiment
   assert manifest["extra"] == {"sentence_pair": False} and not manifest["is_regression"]
 
   # Running the same command again resumes at the final checkpoint: no more training.
-  again = _run_classifier(config=_config(output_dir), do_train=True, **run)
+  again = _run_classifier(config=_config(output_dir), do_train=True, **_sentiment_run(sentiment))
   assert again == results
 
 
@@ -143,7 +160,7 @@ def test_mnli_evaluates_matched_and_mismatched_and_ax_uses_the_mnli_model(sentim
     _write(mnli / f"{name}.tsv", rows(count, labelled))
   _write(ax / "diagnostic.tsv", rows(4, labelled=False))
   config, vocab = _model_files(str(tmp_path / "model"), words + [w[::-1] for w in words],
-                               hidden=16)
+                               hidden=16, layers=1)
   output_dir = tmp_path / "out"
   common = dict(bert_config_file=config, vocab_file=vocab, max_seq_length=16)
   results = _run_classifier(
@@ -184,7 +201,7 @@ def test_xnli_trains_on_the_languages_file_and_evaluates_on_its_dev_rows(tmp_pat
     dev.append(f"{language}\t{('contradiction', 'entailment', 'neutral')[i % 3]}\tja er\tnein sie"
                f"\t{i}")
   _write(data / "xnli.dev.tsv", dev)
-  config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16)
+  config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16, layers=1)
   output_dir = tmp_path / "out"
   results = _run_classifier(
       task_name="XNLI", data_dir=str(data), xnli_language="de", bert_config_file=config,
@@ -216,7 +233,7 @@ def test_custom_csv_pair_task(tmp_path):
   write_csv("train.csv", 32)
   write_csv("dev.csv", 10)
   write_csv("test.csv", 6, labelled=False)
-  config, vocab = _model_files(str(tmp_path / "model"), words + [","], hidden=16)
+  config, vocab = _model_files(str(tmp_path / "model"), words + [","], hidden=16, layers=1)
   output_dir = tmp_path / "out"
   results = _run_classifier(
       bert_config_file=config, vocab_file=vocab, task_name="custom", data_dir=str(data),
@@ -248,7 +265,7 @@ def test_custom_jsonl_regression_task(tmp_path):
         if split != "test":
           record["score"] = i % 4 + 0.5
         f.write(json.dumps(record) + "\n")
-  config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16)
+  config, vocab = _model_files(str(tmp_path / "model"), words, hidden=16, layers=1)
   output_dir = tmp_path / "out"
   results = _run_classifier(
       bert_config_file=config, vocab_file=vocab, task_name="custom", data_dir=str(data),
@@ -283,7 +300,7 @@ def _bad_data_task(tmp_path):
   data.mkdir()
   _write(data / "train.tsv", ["sentence\tlabel", "good food\t1", "bad food", "fine food\t0"])
   _write(data / "dev.tsv", ["sentence\tlabel", "good food\t1", "bad food\t2", "food\t0"])
-  config, vocab = _model_files(str(tmp_path / "model"), ["good", "bad", "fine", "food"], 16)
+  config, vocab = _model_files(str(tmp_path / "model"), ["good", "bad", "fine", "food"], 16, 1)
   return dict(bert_config_file=config, vocab_file=vocab, task_name="SST-2", data_dir=str(data),
               max_seq_length=8)
 
@@ -386,7 +403,7 @@ def _readme_command(tmp_path):
     lines.append(f"{i % 2}\t{i}\t{i + 100}\t{first}\t{second}")
   _write(glue_dir / "MRPC" / "train.tsv", lines)
   _write(glue_dir / "MRPC" / "dev.tsv", lines[:17])
-  config_file, _ = _model_files(str(bert_dir), words, hidden=16)
+  config_file, _ = _model_files(str(bert_dir), words, hidden=16, layers=1)
   save_tf1_checkpoint(BertEncoder(BertConfig.from_json_file(config_file)),
                       str(bert_dir / "bert_model.ckpt"))
   # Every path a file:// URL, as gs:// ones would be given.
@@ -426,21 +443,16 @@ def test_the_original_tpu_flags_are_accepted_and_the_original_checks_stop_a_misu
 
 # === --export_format: the run's export in another format ===
 
-@pytest.mark.slow  # a second end-to-end run; test_export_formats.py holds the export itself
-def test_a_run_exports_the_onnx_file_it_is_given_and_it_serves_the_saved_model(sentiment,
-                                                                               tmp_path):
+@pytest.mark.slow  # test_export_formats.py holds the export itself
+def test_a_run_exports_the_onnx_file_it_is_given_and_it_serves_the_saved_model(
+    learned_sentiment):
   import onnxruntime  # the `onnx` extra, which dev.py installs
 
   from official_bert.checkpoints import load_model_dir
 
-  output_dir, onnx_file = tmp_path / "out", tmp_path / "served" / "sentiment.onnx"
-  _run_classifier(config=_config(output_dir, num_train_epochs=0.08, export_dir=str(onnx_file),
-                                 export_format="onnx"),
-                  bert_config_file=sentiment["config"], vocab_file=sentiment["vocab"],
-                  task_name="SST-2", data_dir=sentiment["data"], max_seq_length=24,
-                  do_train=True)
+  output_dir, onnx_file = learned_sentiment["output_dir"], learned_sentiment["onnx_file"]
   assert sorted(os.listdir(onnx_file.parent)) == ["sentiment.onnx"]
-  saved = json.loads((output_dir / "experiment_config.json").read_text())
+  saved = learned_sentiment["saved"]
   assert (saved["export_format"], saved["export_precision"]) == ("onnx", "float32")
 
   ids = np.random.default_rng(0).integers(5, 40, (3, 24)).astype(np.int32)
