@@ -61,7 +61,7 @@ flags.DEFINE_string("worker", None, "Internal: run one backend's part (jax, torc
 FLAGS = flags.FLAGS
 
 SEQ, PREDICTIONS, VOCAB = 128, 20, 30522
-SMOKE = {"layers": 1, "hidden": 64, "batch": 4, "steps": 2, "windows": 1}
+SMOKE = {"layers": 1, "hidden": 64, "batch": 4, "steps": 1, "windows": 1}
 # The agreement model: small enough to travel (its weights are about 21 MB); a smoke job's is
 # tinier still.
 SMALL = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
