@@ -11,7 +11,11 @@ order, so no long file is handed out last to keep one worker busy while the othe
 The temporary files that libraries make on their own (TensorFlow's AutoGraph sources, the folders
 TFDS makes for a dataset's metadata) and the scripts the tests start go into a folder of the
 session's temporary folder (`TMPDIR` and `tempfile.tempdir`), not into the machine's `/tmp`, and
-go with it.
+go with it. What libraries keep in the user's home goes into a home of the session's own (`HOME`,
+set before any test module is imported, with `TMPDIR` inside it until the session's folder takes
+over), removed when the session ends: ONNX Runtime and OpenVINO write telemetry ids under
+`~/.cache` and `~/intel`, and a file into the temporary folder, as soon as they are imported,
+which some test modules do when they are collected.
 
 XLA compiles the tests' programs at LLVM's -O0 (`--xla_backend_optimization_level=0` in
 `XLA_FLAGS`, which the scripts the tests start inherit), unless `XLA_FLAGS` sets a level itself.
@@ -26,10 +30,33 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 
 import pytest
+
+# The session's home: made by the main process before its xdist workers start, which inherit it
+# (`PYTEST_XDIST_WORKER` tells them apart), and removed by it when the session ends.
+_OWN_HOME = None
+_USER_ENVIRONMENT = {}
+if "PYTEST_XDIST_WORKER" not in os.environ:
+  import site
+
+  # pytest's own folders (its base temporary folder) stay where they would be: it asks `tempfile`,
+  # which reads TMPDIR once.
+  tempfile.gettempdir()
+  _OWN_HOME = tempfile.mkdtemp(prefix="official_bert-test-home-")
+  os.mkdir(os.path.join(_OWN_HOME, "tmp"))
+  _HOME_VARIABLES = ("HOME", "TMPDIR", "PYTHONUSERBASE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+                     "XDG_DATA_HOME", "XDG_STATE_HOME")
+  _USER_ENVIRONMENT = {name: os.environ.get(name) for name in _HOME_VARIABLES}
+  # A new interpreter finds the user's own packages (`pip install --user`) from HOME; it keeps
+  # finding them where they are.
+  os.environ["PYTHONUSERBASE"] = site.getuserbase()
+  for name in _HOME_VARIABLES[3:]:
+    os.environ.pop(name, None)
+  os.environ.update(HOME=_OWN_HOME, TMPDIR=os.path.join(_OWN_HOME, "tmp"))
 
 # The Beam pipeline imports Apache Beam, an optional extra (pip install -e ".[beam]"): without
 # it the module cannot be imported to collect its doctests
@@ -106,6 +133,15 @@ def pytest_configure(config):
     config.pluginmanager.register(_DurationRecorder(), "official_bert_durations")
 
 
+def pytest_unconfigure(config):
+  del config
+  if _OWN_HOME is None:
+    return
+  os.environ.clear()
+  os.environ.update(_user_environment())
+  shutil.rmtree(_OWN_HOME, ignore_errors=True)
+
+
 class _CheckoutGuard:
   """Fails the session when a test left a file in the checkout, or changed a tracked one.
 
@@ -130,12 +166,24 @@ class _CheckoutGuard:
       session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _user_environment():
+  """This process's environment with the user's home (and TMPDIR) of before the session."""
+  environment = dict(os.environ)
+  for name, value in _USER_ENVIRONMENT.items():
+    if value is None:
+      environment.pop(name, None)
+    else:
+      environment[name] = value
+  return environment
+
+
 def _checkout_status():
   """`git status --porcelain` lines of the checkout as a set, or None without git."""
   try:
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all"], cwd=DURATIONS.parents[1],
-        capture_output=True, text=True, timeout=60, check=True)
+        capture_output=True, text=True, timeout=60, check=True,
+        env=_user_environment())  # git reads its settings (`safe.directory`) in the user's home
   except (OSError, subprocess.SubprocessError):
     return None
   return set(status.stdout.splitlines())

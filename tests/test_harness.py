@@ -6,6 +6,7 @@ Each conftest test runs pytest on a throw-away checkout (a git repository holdin
 root `conftest.py` and a few tiny test files), so nothing here depends on this checkout's record.
 """
 
+import getpass
 import json
 import os
 import pathlib
@@ -78,6 +79,38 @@ def test_a_test_that_writes_into_the_checkout_fails_the_session(checkout):
   assert leaky.returncode == 1
   assert "Tests wrote into the checkout" in leaky.stdout
   assert "?? leaked.txt" in leaky.stdout
+
+
+# What ONNX Runtime and OpenVINO do when imported, as some test modules are collected: write
+# under the user's home and into the temporary folder. Then a test writes into the home as well.
+_HOME_WRITER = """
+import os, pathlib
+
+cache = pathlib.Path(os.path.expanduser("~/.cache"))
+cache.mkdir(exist_ok=True)  # each worker collects the module
+(cache / "written_at_collection").write_text("x")
+pathlib.Path(os.environ["TMPDIR"], "written_at_collection").write_text("x")
+
+def test_writes_into_the_home():
+  (pathlib.Path.home() / "written_by_a_test").write_text("x")
+  assert (pathlib.Path.home() / ".cache" / "written_at_collection").exists()
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_what_libraries_write_into_the_home_stays_in_the_sessions_own(
+    checkout, tmp_path_factory, workers):
+  user = tmp_path_factory.mktemp("user")
+  home, temporary = user / "home", user / "tmp"
+  home.mkdir()
+  temporary.mkdir()
+  (checkout / "tests" / "test_home.py").write_text(_HOME_WRITER)
+  run = _pytest(checkout, "tests/test_home.py", "-n", workers,
+                env={"HOME": str(home), "TMPDIR": str(temporary)})
+  assert run.returncode == 0, run.stdout + run.stderr
+  assert not list(home.iterdir())
+  # Only pytest's own base folder is left in the temporary folder; the session's home is gone.
+  assert [path.name for path in temporary.iterdir()] == [f"pytest-of-{getpass.getuser()}"]
 
 
 _REPORT = """
