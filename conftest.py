@@ -48,13 +48,14 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
   tempfile.gettempdir()
   _OWN_HOME = tempfile.mkdtemp(prefix="official_bert-test-home-")
   os.mkdir(os.path.join(_OWN_HOME, "tmp"))
-  _HOME_VARIABLES = ("HOME", "TMPDIR", "PYTHONUSERBASE", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
-                     "XDG_DATA_HOME", "XDG_STATE_HOME")
-  _USER_ENVIRONMENT = {name: os.environ.get(name) for name in _HOME_VARIABLES}
+  # Without them, these folders follow HOME.
+  _XDG_FOLDERS = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+  _USER_ENVIRONMENT = {name: os.environ.get(name)
+                       for name in ("HOME", "TMPDIR", "PYTHONUSERBASE", *_XDG_FOLDERS)}
   # A new interpreter finds the user's own packages (`pip install --user`) from HOME; it keeps
   # finding them where they are.
   os.environ["PYTHONUSERBASE"] = site.getuserbase()
-  for name in _HOME_VARIABLES[3:]:
+  for name in _XDG_FOLDERS:
     os.environ.pop(name, None)
   os.environ.update(HOME=_OWN_HOME, TMPDIR=os.path.join(_OWN_HOME, "tmp"))
 
